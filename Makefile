@@ -1,0 +1,38 @@
+# transtune: the two set-up commands are `make demo` and `make test`; both install first.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-slow lint lock bench-zoo clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/transtune bench resnet18 --json docs/results/demo.json
+
+test: setup
+	$(PY) -m pytest -q
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench-zoo: setup
+	$(PY) benchmarks/zoo.py
+
+# Refresh constraints.txt from the current environment (after changing a dependency).
+lock: setup
+	{ sed -n '1,2p' constraints.txt; $(PY) -m pip freeze --exclude-editable | sed 's/+cpu$$//'; } > constraints.new
+	mv constraints.new constraints.txt
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

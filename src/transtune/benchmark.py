@@ -1,0 +1,189 @@
+"""End-to-end benchmark of one model: TVM (untuned / tuned) against PyTorch and ONNX Runtime.
+
+All runtimes use the same thread count (the target configuration's). Latency is the median
+of ``repeat`` timed repeats after a warm-up, each repeat averaging enough runs to last
+``min_repeat_ms``. Numerics: every output is compared with PyTorch eager (ONNX Runtime for a
+model given as ONNX); an output matches when ``max|out - ref| <= RTOL * max|ref|``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .compile import compile_model
+from .frontend import ImportedModel, export_onnx
+from .targets import TargetConfig, get_config, host_info
+
+RTOL = 1e-3
+
+
+@dataclass
+class Timing:
+    """Latency of one runtime on one model."""
+
+    runtime: str
+    seconds: list[float]
+    max_rel_err: float | None = None  # against the reference outputs; None for the reference
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.seconds)
+
+    @property
+    def spread_ms(self) -> tuple[float, float]:
+        return 1e3 * min(self.seconds), 1e3 * max(self.seconds)
+
+    @property
+    def matches(self) -> bool | None:
+        return None if self.max_rel_err is None else self.max_rel_err <= RTOL
+
+
+@dataclass
+class BenchResult:
+    """Everything measured for one model on one target configuration."""
+
+    model: str
+    config: str
+    num_threads: int
+    reference: str
+    timings: list[Timing] = field(default_factory=list)
+    missing_records: list[str] = field(default_factory=list)
+    compile_seconds: float = 0.0
+
+    def timing(self, runtime: str) -> Timing | None:
+        return next((t for t in self.timings if t.runtime == runtime), None)
+
+    def to_json(self) -> dict:
+        import onnxruntime
+        import torch
+        import tvm
+
+        host = host_info()
+        return {
+            **asdict(self),
+            "timings": [
+                {
+                    "runtime": t.runtime,
+                    "median_ms": t.median_ms,
+                    "min_ms": t.spread_ms[0],
+                    "max_ms": t.spread_ms[1],
+                    "seconds": t.seconds,
+                    "max_rel_err": t.max_rel_err,
+                    "matches": t.matches,
+                }
+                for t in self.timings
+            ],
+            "rtol": RTOL,
+            "host": {"cpu": host.cpu_model, "mcpu": host.mcpu, "cores": host.cores},
+            "versions": {
+                "tvm": tvm.__version__,
+                "torch": torch.__version__,
+                "onnxruntime": onnxruntime.__version__,
+            },
+        }
+
+
+def time_callable(fn: Callable[[], object], repeat: int, min_repeat_ms: int) -> list[float]:
+    """Seconds per call of ``fn``: one warm-up, then ``repeat`` averaged repeats."""
+    fn()
+    results = []
+    for _ in range(repeat):
+        runs, start = 0, time.perf_counter()
+        while True:
+            fn()
+            runs += 1
+            elapsed = time.perf_counter() - start
+            if elapsed * 1e3 >= min_repeat_ms:
+                break
+        results.append(elapsed / runs)
+    return results
+
+
+def max_rel_err(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
+    """Largest ``max|out - ref| / max|ref|`` over the outputs (inf on a shape mismatch)."""
+    if len(outputs) != len(reference):
+        return float("inf")
+    worst = 0.0
+    for out, ref in zip(outputs, reference, strict=True):
+        if out.shape != ref.shape:
+            return float("inf")
+        scale = max(float(np.abs(ref).max()), 1e-12)
+        worst = max(worst, float(np.abs(out.astype(np.float64) - ref).max()) / scale)
+    return worst
+
+
+def _torch_runner(model: ImportedModel, num_threads: int):
+    import torch
+
+    torch.set_num_threads(num_threads)
+    inputs = model.torch_inputs()
+
+    def run():
+        with torch.no_grad():
+            out = model.torch_module(*inputs)
+        return [o.numpy() for o in (out if isinstance(out, tuple | list) else (out,))]
+
+    return run
+
+
+def _onnxruntime_runner(model: ImportedModel, num_threads: int, workdir: Path):
+    import onnx
+    import onnxruntime as ort
+
+    if model.onnx_model is not None:
+        path = workdir / f"{model.name}.onnx"
+        onnx.save(model.onnx_model, str(path))
+    else:
+        path = export_onnx(model, workdir / f"{model.name}.onnx")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = num_threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: x for i, x in zip(session.get_inputs(), model.inputs, strict=True)}
+    return lambda: session.run(None, feeds)
+
+
+def benchmark(
+    model: ImportedModel,
+    config: TargetConfig | str | None = None,
+    database=None,
+    repeat: int = 5,
+    min_repeat_ms: int = 200,
+    runtimes: tuple[str, ...] = ("tvm", "pytorch", "onnxruntime"),
+) -> BenchResult:
+    """Measure ``model`` with TVM (tuned from ``database`` when given) and its peers."""
+    if not isinstance(config, TargetConfig):
+        config = get_config(config)
+    n = config.num_threads
+    runners: dict[str, Callable] = {}
+    with tempfile.TemporaryDirectory(prefix="transtune-") as tmp:
+        if "pytorch" in runtimes and model.torch_module is not None:
+            runners["pytorch"] = _torch_runner(model, n)
+        if "onnxruntime" in runtimes:
+            runners["onnxruntime"] = _onnxruntime_runner(model, n, Path(tmp))
+        reference = "pytorch" if "pytorch" in runners else "onnxruntime"
+        result = BenchResult(model.name, config.name, n, reference)
+        compiled = None
+        if "tvm" in runtimes:
+            start = time.perf_counter()
+            compiled = compile_model(model, config, database)
+            result.compile_seconds = time.perf_counter() - start
+            result.missing_records = compiled.missing_records
+        expected = runners[reference]() if reference in runners else None
+        if compiled is not None:
+            label = "tvm-tuned" if database is not None else "tvm-untuned"
+            seconds = compiled.time(model.inputs, repeat, min_repeat_ms)
+            err = max_rel_err(compiled.run(model.inputs), expected) if expected else None
+            result.timings.append(Timing(label, seconds, err))
+        for name, run in runners.items():
+            seconds = time_callable(run, repeat, min_repeat_ms)
+            err = None if name == reference else max_rel_err(run(), expected)
+            result.timings.append(Timing(name, seconds, err))
+    return result

@@ -1,0 +1,161 @@
+"""The ``transtune`` command line: a thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .errors import TranstuneError
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _cmd_models(args: argparse.Namespace) -> None:
+    from rich.progress import track
+
+    from . import zoo
+
+    table = Table(title="transtune model zoo (random weights)")
+    for col in ("name", "family", "input", "params (M)", "published (M)", "GFLOPs @ batch 1"):
+        table.add_column(col, justify="left" if col in ("name", "family", "input") else "right")
+    for spec in track(zoo.list_models(), description="counting", console=console, transient=True):
+        module, inputs = zoo.get_model(spec.name)
+        shape = "x".join(map(str, inputs[0].shape))
+        table.add_row(
+            spec.name,
+            spec.family,
+            shape,
+            f"{zoo.count_params(module) / 1e6:.2f}",
+            f"{spec.published_params / 1e6:.2f}",
+            f"{zoo.count_flops(module, inputs) / 1e9:.2f}",
+        )
+    console.print(table)
+
+
+def _cmd_targets(args: argparse.Namespace) -> None:
+    from .targets import host_configs, host_info
+
+    host = host_info()
+    console.print(f"host: {host.cpu_model}, LLVM cpu {host.mcpu}, {host.cores} cores, {host.simd}")
+    table = Table(title="target configurations (all of this one host)")
+    for col in ("name", "TVM target", "threads", "description"):
+        table.add_column(col)
+    for c in host_configs().values():
+        table.add_row(c.name, json.dumps(c.target), str(c.num_threads), c.description)
+    console.print(table)
+
+
+def _cmd_kernels(args: argparse.Namespace) -> None:
+    from .frontend import load
+    from .targets import get_config
+    from .tasks import extract_kernels
+
+    config = get_config(args.target)
+    model = load(args.model, args.batch, args.size)
+    kernels = extract_kernels(model.mod, config.tvm_target())
+    table = Table(title=f"{model.name}: {len(kernels)} kernels on {config.name}")
+    for col in ("kernel", "class", "weight", "GFLOPs (x weight)", "shapes"):
+        table.add_column(col, justify="right" if col in ("weight", "GFLOPs (x weight)") else "left")
+    for k in sorted(kernels, key=lambda k: -k.flops * k.weight):
+        table.add_row(
+            k.name,
+            k.kernel_class,
+            str(k.weight),
+            f"{k.flops * k.weight / 1e9:.3f}",
+            k.shape_summary,
+        )
+    console.print(table)
+    classes = {k.kernel_class for k in kernels}
+    total = sum(k.flops * k.weight for k in kernels) / 1e9
+    console.print(f"{len(kernels)} kernels, {len(classes)} classes, {total:.2f} GFLOPs in all")
+
+
+def _cmd_bench(args: argparse.Namespace) -> None:
+    from .benchmark import RTOL, benchmark
+    from .frontend import load
+
+    database = None
+    if args.database:
+        database = _open_json_database(args.database)
+    model = load(args.model, args.batch, args.size)
+    result = benchmark(model, args.target, database, repeat=args.repeat)
+    table = Table(
+        title=f"{result.model} on {result.config} ({result.num_threads} threads), "
+        f"median of {args.repeat}"
+    )
+    for col in ("runtime", "median ms", "min..max ms", f"matches {result.reference}"):
+        table.add_column(col, justify="left" if col == "runtime" else "right")
+    for t in result.timings:
+        lo, hi = t.spread_ms
+        match = "reference" if t.matches is None else f"{t.matches} ({t.max_rel_err:.1e})"
+        table.add_row(t.runtime, f"{t.median_ms:.2f}", f"{lo:.2f}..{hi:.2f}", match)
+    console.print(table)
+    console.print(
+        f"numerics: max|out-ref| <= {RTOL:g} x max|ref|; compile {result.compile_seconds:.1f} s"
+    )
+    if result.missing_records:
+        console.print(f"[yellow]{len(result.missing_records)} kernels had no tuning record")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result.to_json(), indent=1))
+        console.print(f"wrote {args.json}")
+
+
+def _open_json_database(work_dir: str):
+    from tvm.s_tir import meta_schedule as ms
+
+    path = Path(work_dir)
+    if not (path / "database_workload.json").is_file():
+        raise TranstuneError(f"{work_dir} is not a MetaSchedule JSON database work dir")
+    return ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="zoo model name (see `transtune models`) or path to an .onnx file")
+    p.add_argument("--batch", type=int, default=1, help="batch size (zoo models)")
+    p.add_argument("--size", type=int, default=None, help="image side or sequence length")
+    p.add_argument("--target", default="host", help="target configuration (`transtune targets`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="transtune", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("models", help="list the model zoo").set_defaults(func=_cmd_models)
+    sub.add_parser("targets", help="list this host's target configurations").set_defaults(
+        func=_cmd_targets
+    )
+    p = sub.add_parser("kernels", help="extract and list the tuning kernels of a model")
+    _add_model_args(p)
+    p.set_defaults(func=_cmd_kernels)
+    p = sub.add_parser("bench", help="untuned/tuned TVM vs PyTorch vs ONNX Runtime")
+    _add_model_args(p)
+    p.add_argument("--database", help="MetaSchedule JSON database work dir with tuned schedules")
+    p.add_argument("--repeat", type=int, default=5, help="timed repeats per runtime")
+    p.add_argument("--json", help="also write the result as JSON to this path")
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        args.func(args)
+    except TranstuneError as err:
+        print(f"transtune: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("transtune: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

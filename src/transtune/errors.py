@@ -1,0 +1,17 @@
+"""User-facing errors: the CLI prints their message on one line and exits non-zero."""
+
+
+class TranstuneError(Exception):
+    """Base class of errors caused by bad input rather than by a bug."""
+
+
+class UnknownModelError(TranstuneError, ValueError):
+    """A model name that the zoo does not know."""
+
+
+class ModelImportError(TranstuneError):
+    """A model file that is missing, malformed, or uses what the frontend cannot take."""
+
+
+class TargetError(TranstuneError):
+    """A target that cannot be built or that this host cannot run."""

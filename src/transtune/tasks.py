@@ -1,0 +1,135 @@
+"""Kernel extraction: the tuning tasks of a model, each with a shape-independent class.
+
+Kernel class rule
+-----------------
+TVM legalizes each Relax operator into a TIR function named after the operator
+(``conv2d``, ``add``, ``max_pool2d``...), making names unique with numeric suffixes
+(``conv2d3``, ``add4``), then fuses chains of them into ``fused_<name>_<name>...`` kernels. The
+class of a kernel is the ordered list of the operators it fuses, each with its numeric suffix
+removed, joined by ``+``: ``fused_conv2d3_add4_relu1`` -> ``conv2d+add+relu``. It is read from
+the fused function's body (its ``call_tir`` callees), not parsed from the name, so operators
+whose own names contain ``_`` (``max_pool2d``, ``layer_norm``) stay whole. An unfused kernel's
+class is its operator name. Classes ignore shapes, layouts and dtypes by design: kernels of one
+class in different models are the candidates for exchanging schedules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_SUFFIX = re.compile(r"\d+$")
+
+
+def op_name(func_name: str) -> str:
+    """Operator name of a legalized TIR function: its name without TVM's uniquifying number."""
+    return _SUFFIX.sub("", func_name) or func_name
+
+
+def kernel_class(callees: list[str]) -> str:
+    """Class of a kernel fusing the TIR functions ``callees``, in order."""
+    return "+".join(op_name(name) for name in callees)
+
+
+@dataclass
+class Kernel:
+    """One tuning task: a TIR kernel of a model, with how often the model runs it."""
+
+    name: str
+    kernel_class: str
+    weight: int
+    flops: float
+    workload_hash: str
+    mod: Any = field(repr=False)  # tvm.IRModule with one PrimFunc "main"
+
+    @property
+    def arg_shapes(self) -> list[tuple[int, ...]]:
+        from tvm.s_tir import meta_schedule as ms
+
+        func = self.mod["main"]
+        return [tuple(int(d) for d in a.shape) for a in ms.arg_info.ArgInfo.from_prim_func(func)]
+
+    @property
+    def shape_summary(self) -> str:
+        """``in1, in2 -> out`` shapes, e.g. ``1x64x56x56, 64x64x3x3 -> 1x64x56x56``."""
+        shapes = ["x".join(map(str, s)) or "scalar" for s in self.arg_shapes]
+        return f"{', '.join(shapes[:-1])} -> {shapes[-1]}" if len(shapes) > 1 else shapes[0]
+
+
+def preprocess(mod, target) -> tuple[Any, dict[str, str]]:
+    """Lower a Relax module to fused TIR kernels, the way MetaSchedule expects to find them.
+
+    Batch norm is folded into convolutions first, then ops are decomposed for inference,
+    legalized and fused. Returns the fused module and the class of every fused kernel.
+    """
+    import tvm
+    from tvm import relax
+
+    passes = relax.transform
+    with target:
+        mod = tvm.transform.Sequential(
+            [
+                passes.FoldBatchnormToConv2D(),
+                passes.FoldConstant(),
+                passes.DecomposeOpsForInference(),
+                passes.CanonicalizeBindings(),
+                passes.LegalizeOps(),
+                passes.AnnotateTIROpPattern(),
+                passes.FoldConstant(),
+                passes.FuseOps(),
+            ]
+        )(mod)
+        classes = {
+            gv.name_hint: kernel_class(_callees(func))
+            for gv, func in mod.functions.items()
+            if isinstance(func, relax.Function) and func.attrs and "Primitive" in func.attrs
+        }
+        mod = passes.FuseTIR()(mod)
+    return mod, classes
+
+
+def _callees(func) -> list[str]:
+    from tvm import ir, relax
+
+    call_tir = ir.Op.get("relax.call_tir")
+    names: list[str] = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and expr.op.same_as(call_tir):
+            names.append(expr.args[0].name_hint)
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return names
+
+
+def workload_hash(mod) -> str:
+    """Structural hash of a kernel module, exactly as MetaSchedule's databases key workloads."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return str(ms.database.Workload(mod).as_json()[0])
+
+
+def extract_kernels(mod, target) -> list[Kernel]:
+    """The tuning kernels of a Relax module (raw, as imported) for a ``tvm.target.Target``.
+
+    Identical kernels are merged; ``weight`` counts their occurrences in the model.
+    """
+    from tvm.s_tir import analysis
+    from tvm.s_tir import meta_schedule as ms
+
+    fused, classes = preprocess(mod, target)
+    kernels = []
+    for task in ms.relax_integration.extract_tasks(fused, target):
+        kernel_mod = task.dispatched[0]
+        kernels.append(
+            Kernel(
+                name=task.task_name,
+                kernel_class=classes.get(task.task_name, op_name(task.task_name)),
+                weight=int(task.weight),
+                flops=float(analysis.estimate_tir_flops(kernel_mod)),
+                workload_hash=workload_hash(kernel_mod),
+                mod=kernel_mod,
+            )
+        )
+    return kernels

@@ -1,0 +1,68 @@
+"""The command line: tables on good input, one clear line and exit 2 on bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from transtune.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["kernels", "resnet19"], "unknown model"),
+        (["kernels", "/nonexistent/model.onnx"], "no such ONNX file"),
+        (["kernels", "resnet18", "--target", "tpu-v9"], "unknown target configuration"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message.lower() in err.lower()
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_malformed_onnx_from_a_real_process_has_no_traceback(tmp_path):
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"garbage")
+    proc = subprocess.run(
+        [sys.executable, "-m", "transtune.cli", "kernels", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "malformed ONNX" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_targets_lists_host_configurations(capsys):
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    assert "host-1core" in out and "num-cores" in out
+
+
+def test_kernels_of_an_onnx_file(tiny_conv, tmp_path, capsys):
+    from transtune.frontend import export_onnx, from_module
+
+    path = export_onnx(from_module(*tiny_conv), tmp_path / "tiny.onnx", dynamo=False)
+    assert main(["kernels", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "conv2d+add+relu" in out and "classes" in out
+
+
+def test_bench_writes_json(tiny_conv, tmp_path, capsys):
+    onnx_path = tmp_path / "tiny.onnx"
+    from transtune.frontend import export_onnx, from_module
+
+    export_onnx(from_module(*tiny_conv), onnx_path, dynamo=False)
+    out_json = tmp_path / "bench.json"
+    assert main(["bench", str(onnx_path), "--repeat", "2", "--json", str(out_json)]) == 0
+    result = json.loads(out_json.read_text())
+    runtimes = {t["runtime"]: t for t in result["timings"]}
+    assert set(runtimes) == {"tvm-untuned", "onnxruntime"}
+    assert runtimes["tvm-untuned"]["matches"] is True
+    assert result["reference"] == "onnxruntime" and result["versions"]["tvm"]

@@ -1,0 +1,45 @@
+"""Import -> kernels -> compile -> numerics, on a small zoo model at reduced size."""
+
+import numpy as np
+import pytest
+
+from transtune.benchmark import benchmark, max_rel_err
+from transtune.compile import compile_model
+from transtune.frontend import from_zoo
+from transtune.tasks import extract_kernels
+
+
+@pytest.fixture(scope="module")
+def resnet18_small():
+    return from_zoo("resnet18", batch_size=1, size=32)
+
+
+def test_zoo_model_extracts_compiles_and_matches_pytorch(resnet18_small, host_target):
+    kernels = extract_kernels(resnet18_small.mod, host_target)
+    classes = {k.kernel_class for k in kernels}
+    assert {"conv2d+add+relu", "conv2d+add+add+relu", "matmul+add"} <= classes
+    assert sum(k.weight for k in kernels if k.kernel_class.startswith("conv2d")) == 20
+    outputs = compile_model(resnet18_small, "host").run(resnet18_small.inputs)
+    reference = resnet18_small.torch_module(*resnet18_small.torch_inputs()).detach().numpy()
+    assert outputs[0].shape == (1, 1000)
+    assert max_rel_err(outputs, [reference]) < 1e-4
+
+
+def test_benchmark_all_runtimes_agree(resnet18_small):
+    result = benchmark(resnet18_small, "host", repeat=2, min_repeat_ms=20)
+    assert [t.runtime for t in result.timings] == ["tvm-untuned", "pytorch", "onnxruntime"]
+    for t in result.timings:
+        assert len(t.seconds) == 2 and all(s > 0 for s in t.seconds)
+        assert t.matches in (True, None)
+    assert result.missing_records == []
+
+
+def test_empty_database_reports_every_kernel_missing(resnet18_small, tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    db = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    compiled = compile_model(resnet18_small, "host", database=db)
+    assert compiled.applied_records == []
+    assert len(compiled.missing_records) >= 10
+    out = compiled.run(resnet18_small.inputs)[0]
+    assert np.isfinite(out).all()

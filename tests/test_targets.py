@@ -1,0 +1,47 @@
+import pytest
+
+from transtune.errors import TargetError
+from transtune.targets import check_runnable, get_config, host_configs, host_info, missing_isa
+
+
+def test_host_is_detected():
+    host = host_info()
+    assert host.cores >= 1
+    assert host.mcpu and host.mcpu != "generic"
+
+
+def test_configurations_build_targets_in_dict_form():
+    configs = host_configs()
+    assert {"host", "host-1core"} <= set(configs)
+    host = configs["host"]
+    target = host.tvm_target()
+    assert target.kind.name == "llvm"
+    assert int(target.attrs["num-cores"]) == host_info().cores == host.num_threads
+    assert configs["host-1core"].num_threads == 1
+    for config in configs.values():
+        assert "host" in config.description
+        assert missing_isa(config.target) == []
+
+
+@pytest.mark.skipif(host_info().arch != "x86_64", reason="ISA levels are defined for x86-64")
+def test_restricted_isa_levels_are_runnable_and_narrower():
+    configs = host_configs()
+    assert configs["host-avx2"].target["mcpu"] == "haswell"
+    assert configs["host-sse4.2"].target["mcpu"] == "nehalem"
+    get_config("host-sse4.2")  # does not raise
+
+
+def test_unknown_configuration_names_the_known_ones():
+    with pytest.raises(TargetError, match="known: host"):
+        get_config("tpu-v9")
+
+
+@pytest.mark.skipif("amxtile" in host_info().isa, reason="this host has AMX")
+def test_target_this_host_cannot_run_is_rejected():
+    with pytest.raises(TargetError, match="amx"):
+        check_runnable({"kind": "llvm", "mcpu": "sapphirerapids"})
+
+
+def test_unknown_target_kind_is_rejected():
+    with pytest.raises(TargetError):
+        check_runnable({"kind": "hexagon"})

@@ -1,0 +1,51 @@
+import pytest
+
+from transtune.frontend import from_module
+from transtune.tasks import extract_kernels, kernel_class, op_name
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("conv2d3", "conv2d"),
+        ("conv2d", "conv2d"),
+        ("add12", "add"),
+        ("max_pool2d1", "max_pool2d"),
+        ("adaptive_avg_pool2d", "adaptive_avg_pool2d"),
+        ("layer_norm2", "layer_norm"),
+    ],
+)
+def test_op_name_strips_only_the_uniquifying_number(name, expected):
+    assert op_name(name) == expected
+
+
+def test_kernel_class_is_shape_and_suffix_independent():
+    assert kernel_class(["conv2d3", "add4", "relu1"]) == "conv2d+add+relu"
+    assert kernel_class(["conv2d", "add", "relu"]) == "conv2d+add+relu"
+    assert kernel_class(["matmul12", "add2", "gelu"]) == "matmul+add+gelu"
+
+
+def test_extracts_fused_kernels_with_classes_weights_and_flops(tiny_conv, host_target):
+    model = from_module(*tiny_conv, name="tiny")
+    kernels = extract_kernels(model.mod, host_target)
+    by_class = {}
+    for k in kernels:
+        by_class.setdefault(k.kernel_class, []).append(k)
+    # BN folded into the stem conv; both residual blocks are one kernel with weight 2.
+    assert "conv2d+add+relu" in by_class
+    residual = by_class["conv2d+add+relu+add+relu"]
+    assert [k.weight for k in residual] == [2]
+    assert not any("subtract" in c or "divide" in c for c in by_class)
+    stem = by_class["conv2d+add+relu"][0]
+    assert stem.flops >= 2 * 16 * 16 * 8 * 3 * 3 * 3  # 2 x MACs, plus bias and relu
+    assert stem.shape_summary.endswith("-> 1x8x16x16")
+    assert len({k.workload_hash for k in kernels}) == len(kernels)
+
+
+def test_same_kernel_in_two_models_has_the_same_hash_and_class(tiny_conv, host_target):
+    module, (x,) = tiny_conv
+    a = extract_kernels(from_module(module, (x,)).mod, host_target)
+    b = extract_kernels(from_module(module, (x.clone(),)).mod, host_target)
+    assert {(k.workload_hash, k.kernel_class) for k in a} == {
+        (k.workload_hash, k.kernel_class) for k in b
+    }
