@@ -107,6 +107,81 @@ def _cmd_bench(args: argparse.Namespace) -> None:
         console.print(f"wrote {args.json}")
 
 
+def _cmd_library(args: argparse.Namespace) -> None:
+    from .library import open_library
+    from .library.jsondb import export_json, import_json
+
+    with open_library(args.library) as lib:
+        if args.action == "info":
+            info = lib.info()
+            for key, value in info.items():
+                console.print(f"{key}: {value}")
+            if info["foreign_tvm_versions"]:
+                console.print(
+                    f"[yellow]records written by other TVM versions: {info['foreign_tvm_versions']}"
+                    " (their traces may not replay on this TVM)"
+                )
+        elif args.action == "ls":
+            table = Table(title=f"{args.library}: best record per workload and target")
+            for col in ("workload", "class", "models", "target", "records", "best ms", "how"):
+                table.add_column(col)
+            for row in lib.summary():
+                table.add_row(*[str(x) for x in row])
+            console.print(table)
+        elif args.action == "import":
+            report = import_json(lib, args.path, model=args.model)
+            console.print(report.summary())
+            for file, lineno, reason in report.skipped[:20]:
+                console.print(f"  skipped {file}:{lineno}: {reason}")
+        elif args.action == "export":
+            count = export_json(lib, args.path)
+            console.print(f"exported {count} records to {args.path}")
+
+
+def _cmd_tune(args: argparse.Namespace) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .frontend import load
+    from .library import open_library
+    from .tuning import tune
+
+    model = load(args.model, args.batch, args.size)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"))
+    with (
+        open_library(args.library) as lib,
+        Progress(*columns, TimeElapsedColumn(), console=console) as progress,
+    ):
+        bar = progress.add_task(f"tuning {model.name}", total=args.trials or args.time, info="")
+
+        def update(tuner) -> None:
+            _, _, latency = tuner.curve[-1]
+            done = tuner.new_trials if args.trials else tuner.elapsed() - tuner.seconds0
+            info = f"{tuner.new_trials} trials, est. {1e3 * latency:.2f} ms"
+            progress.update(bar, completed=done, info=info)
+
+        result = tune(
+            model, lib, args.target, trials=args.trials, per_kernel=args.per_kernel,
+            time_budget=args.time, num_trials_per_iter=args.batch_size, seed=args.seed,
+            on_update=update,
+        )  # fmt: skip
+    table = Table(
+        title=f"{model.name} on {result.config}: {result.new_trials} new trials "
+        f"in {result.seconds:.0f} s (stopped: {result.stopped})"
+    )
+    for col in ("kernel", "class", "weight", "trials", "untuned ms", "best ms", "speedup"):
+        table.add_column(col, justify="left" if col in ("kernel", "class") else "right")
+    for s in result.kernels:
+        table.add_row(
+            s.kernel.name, s.kernel.kernel_class, str(s.kernel.weight), str(s.trials),
+            f"{1e3 * s.untuned_secs:.3f}", f"{1e3 * s.best_secs:.3f}", f"{s.speedup:.1f}x",
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        f"estimated latency: untuned {1e3 * result.untuned_latency:.2f} ms -> "
+        f"tuned {1e3 * result.estimated_latency:.2f} ms; {result.failures} failed candidates"
+    )
+
+
 def _open_json_database(work_dir: str):
     from tvm.s_tir import meta_schedule as ms
 
@@ -140,11 +215,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=5, help="timed repeats per runtime")
     p.add_argument("--json", help="also write the result as JSON to this path")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("tune", help="tune a model's kernels into a schedule library")
+    _add_model_args(p)
+    p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
+    p.add_argument("--trials", type=int, help="total measured candidates for the model")
+    p.add_argument("--time", type=float, help="time budget of this session, seconds")
+    p.add_argument("--per-kernel", type=int, help="cap of measured candidates per kernel")
+    p.add_argument("--batch-size", type=int, default=32, help="candidates per search round")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_tune)
+
+    p = sub.add_parser("library", help="inspect, import into and export a schedule library")
+    p.add_argument("action", choices=["info", "ls", "import", "export"])
+    p.add_argument("path", nargs="?", help="MetaSchedule JSON work dir (import/export)")
+    p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
+    p.add_argument("--model", help="import: the model the records belong to")
+    p.set_defaults(func=_cmd_library)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "tune" and args.trials is None and args.time is None:
+        parser.error("tune needs --trials or --time")
+    if args.command == "library" and args.action in ("import", "export") and not args.path:
+        parser.error(f"library {args.action} needs a work dir path")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
         args.func(args)

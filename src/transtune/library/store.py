@@ -1,0 +1,460 @@
+"""The schedule library: a persistent, target-aware store of tuned schedules (SQLite).
+
+One SQLite file in WAL mode; every write is one transaction, so a killed process (SIGKILL,
+Ctrl-C) leaves every committed record and an openable library, and several processes can
+write one library at once (writers wait for each other up to ``busy_timeout``).
+
+Records keep MetaSchedule's own JSON forms (workload ``[shash, base64 IRModule]``, trace,
+run seconds, target, argument info), so they round-trip with ``JSONDatabase`` work dirs, plus
+what transfer-tuning needs: the target key, kernel class, the models a kernel came from, TVM
+version, run id, time and how the record was obtained.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import TranstuneError
+
+SCHEMA_VERSION = 1
+PROVENANCES = ("tuned", "transferred", "sampled", "imported")
+FAILED_SECONDS = 1e10  # MetaSchedule's run time for a candidate that failed to build or run
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workloads (
+    id INTEGER PRIMARY KEY,
+    shash TEXT NOT NULL,
+    mod_json BLOB NOT NULL,          -- zlib(JSON of MetaSchedule's Workload.as_json())
+    kernel_class TEXT,
+    flops REAL
+);
+CREATE INDEX IF NOT EXISTS workloads_shash ON workloads (shash);
+CREATE TABLE IF NOT EXISTS workload_models (
+    workload_id INTEGER NOT NULL REFERENCES workloads (id),
+    model TEXT NOT NULL,
+    kernel_name TEXT,
+    weight INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (workload_id, model)
+);
+CREATE TABLE IF NOT EXISTS targets (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,        -- canonical JSON of the target
+    name TEXT                        -- target configuration name, when known
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    workload_id INTEGER NOT NULL REFERENCES workloads (id),
+    target_id INTEGER NOT NULL REFERENCES targets (id),
+    trace TEXT NOT NULL,             -- JSON of the schedule trace
+    args_info TEXT,                  -- JSON of the argument info
+    run_secs TEXT NOT NULL,          -- JSON list of measured seconds
+    mean_secs REAL NOT NULL,         -- mean of run_secs, 1e10 for a failed candidate
+    provenance TEXT NOT NULL,
+    donor TEXT,                      -- for transferred records: where the schedule came from
+    run_id TEXT,
+    tvm_version TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_best ON records (workload_id, target_id, mean_secs);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    model TEXT,
+    target TEXT,
+    params TEXT,
+    started REAL NOT NULL,
+    finished REAL
+);
+CREATE TABLE IF NOT EXISTS curve (
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    trials INTEGER NOT NULL,
+    seconds REAL NOT NULL,           -- wall time since the run (or its first session) started
+    latency REAL NOT NULL            -- estimated end-to-end latency: sum weight x best kernel
+);
+"""
+
+
+class LibraryError(TranstuneError):
+    """A library that cannot be opened or is not a transtune library."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored measurement of a schedule on a workload and target."""
+
+    id: int
+    workload_id: int
+    target_key: str
+    trace: Any
+    args_info: Any
+    run_secs: list[float]
+    mean_secs: float
+    provenance: str
+    donor: str | None
+    run_id: str | None
+    tvm_version: str
+
+    @property
+    def ok(self) -> bool:
+        return self.mean_secs < FAILED_SECONDS
+
+    def as_json(self) -> list:
+        """MetaSchedule's ``TuningRecord.as_json()`` form: [trace, run_secs, target, args]."""
+        return [self.trace, self.run_secs, json.loads(self.target_key), self.args_info]
+
+
+def parse_url(url: str | Path) -> Path:
+    """``sqlite:///path/lib.db`` or a plain path -> the file path."""
+    text = str(url)
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if scheme != "sqlite":
+            raise LibraryError(f"unsupported library URL scheme {scheme!r} (use sqlite:///path)")
+        text = rest[1:] if rest.startswith("/") else rest
+    return Path(text)
+
+
+def plain(obj: Any) -> Any:
+    """A TVM FFI container (Array, Map, String) as plain Python, for JSON."""
+    if isinstance(obj, str | int | float | bool) or obj is None:
+        return obj
+    if hasattr(obj, "items"):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if hasattr(obj, "__iter__"):
+        return [plain(v) for v in obj]
+    return str(obj)
+
+
+def target_key(target: Any) -> str:
+    """Canonical JSON of a TVM target (its ``export()``, without the host), the record key."""
+    spec = plain(target.export() if hasattr(target, "export") else target)
+    spec.pop("host", None)
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def _tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
+
+
+class Library:
+    """A schedule library file. Use :func:`open_library`; close with :meth:`close`."""
+
+    def __init__(self, path: Path, busy_timeout: float = 60.0) -> None:
+        self.path = path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            with self.transaction() as cur:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        cur.execute(statement)
+                row = cur.execute("SELECT version FROM schema_version").fetchone()
+                if row is None:
+                    cur.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                    cur.execute(
+                        "INSERT INTO meta VALUES ('tvm_version', ?), ('created', ?)",
+                        (_tvm_version(), str(time.time())),
+                    )
+                elif row[0] != SCHEMA_VERSION:
+                    raise LibraryError(
+                        f"{path}: library schema version {row[0]}, this transtune reads "
+                        f"version {SCHEMA_VERSION}"
+                    )
+        except sqlite3.DatabaseError as err:
+            raise LibraryError(f"{path} is not a usable schedule library: {err}") from None
+        self._workloads: dict[str, list[tuple[int, Any]]] = {}  # shash -> [(id, IRModule)]
+        self._targets: dict[str, int] = {}
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction (``BEGIN IMMEDIATE``): all of it lands, or none of it."""
+        cur = self._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def tvm_version(self) -> str:
+        return self.query("SELECT value FROM meta WHERE key = 'tvm_version'")[0][0]
+
+    def foreign_versions(self) -> dict[str, int]:
+        """Record counts by TVM version, for versions other than the installed one."""
+        rows = self.query(
+            "SELECT tvm_version, COUNT(*) FROM records WHERE tvm_version != ? GROUP BY 1",
+            (_tvm_version(),),
+        )
+        return dict(rows)
+
+    # -- workloads ---------------------------------------------------------------------------
+
+    def find_workload(self, mod) -> int | None:
+        """Id of the stored workload structurally equal to ``mod``, or None."""
+        from tvm.s_tir import meta_schedule as ms
+
+        shash = str(ms.database.Workload(mod).as_json()[0])
+        return self._match(shash, mod)
+
+    def _match(self, shash: str, mod) -> int | None:
+        if shash not in self._workloads:
+            rows = self.query("SELECT id, mod_json FROM workloads WHERE shash = ?", (shash,))
+            self._workloads[shash] = [(wid, _decode_mod(blob)) for wid, blob in rows]
+        for wid, stored in self._workloads[shash]:
+            if _structural_equal(stored, mod):
+                return wid
+        return None
+
+    def add_workload(
+        self,
+        mod,
+        kernel_class: str | None = None,
+        flops: float | None = None,
+        model: str | None = None,
+        kernel_name: str | None = None,
+        weight: int = 1,
+    ) -> int:
+        """Store ``mod`` if new (and its origin ``model``); returns its id."""
+        from tvm.s_tir import meta_schedule as ms
+
+        shash, b64 = ms.database.Workload(mod).as_json()
+        shash = str(shash)
+        wid = self._match(shash, mod)
+        if wid is not None and kernel_class is None and model is None:
+            return wid
+        with self.transaction() as cur:
+            if wid is None:
+                # Another process may have added it since we looked: check inside the lock.
+                for other, blob in cur.execute(
+                    "SELECT id, mod_json FROM workloads WHERE shash = ?", (shash,)
+                ).fetchall():
+                    if _structural_equal(_decode_mod(blob), mod):
+                        wid = other
+                if wid is None:
+                    blob = zlib.compress(json.dumps([shash, b64]).encode(), 6)
+                    cur.execute(
+                        "INSERT INTO workloads (shash, mod_json, kernel_class, flops) "
+                        "VALUES (?, ?, ?, ?)",
+                        (shash, blob, kernel_class, flops),
+                    )
+                    wid = cur.lastrowid
+                self._workloads.pop(shash, None)
+            if kernel_class is not None:
+                cur.execute(
+                    "UPDATE workloads SET kernel_class = ?, flops = COALESCE(?, flops) "
+                    "WHERE id = ?",
+                    (kernel_class, flops, wid),
+                )
+            if model is not None:
+                cur.execute(
+                    "INSERT OR REPLACE INTO workload_models VALUES (?, ?, ?, ?)",
+                    (wid, model, kernel_name, weight),
+                )
+        return wid
+
+    def workload_mod(self, workload_id: int):
+        (blob,) = self.query("SELECT mod_json FROM workloads WHERE id = ?", (workload_id,))[0]
+        return _decode_mod(blob)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _target_id(self, key: str, name: str | None = None) -> int:
+        if key not in self._targets:
+            with self.transaction() as cur:
+                cur.execute("INSERT OR IGNORE INTO targets (key, name) VALUES (?, ?)", (key, name))
+                if name:
+                    cur.execute(
+                        "UPDATE targets SET name = COALESCE(name, ?) WHERE key = ?", (name, key)
+                    )
+                (tid,) = cur.execute("SELECT id FROM targets WHERE key = ?", (key,)).fetchone()
+            self._targets[key] = tid
+        return self._targets[key]
+
+    def add_record(
+        self,
+        workload_id: int,
+        target: Any,
+        trace: Any,
+        run_secs: list[float],
+        args_info: Any = None,
+        provenance: str = "tuned",
+        run_id: str | None = None,
+        donor: str | None = None,
+        target_name: str | None = None,
+    ) -> int:
+        """Store one measurement (a failed one has ``run_secs`` of ``[1e10]``); returns its id."""
+        if provenance not in PROVENANCES:
+            raise ValueError(f"provenance must be one of {PROVENANCES}")
+        key = target if isinstance(target, str) else target_key(target)
+        tid = self._target_id(key, target_name)
+        secs = [float(s) for s in run_secs] or [FAILED_SECONDS]
+        mean = math.fsum(secs) / len(secs)
+        with self.transaction() as cur:
+            cur.execute(
+                "INSERT INTO records (workload_id, target_id, trace, args_info, run_secs, "
+                "mean_secs, provenance, donor, run_id, tvm_version, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    workload_id, tid, json.dumps(trace), json.dumps(args_info), json.dumps(secs),
+                    min(mean, FAILED_SECONDS), provenance, donor, run_id, _tvm_version(),
+                    time.time(),
+                ),
+            )  # fmt: skip
+            return cur.lastrowid
+
+    def records(
+        self,
+        workload_id: int | None = None,
+        target: Any = None,
+        top_k: int | None = None,
+        ok_only: bool = False,
+    ) -> list[Record]:
+        """Records, best first (by mean seconds), filtered by workload and target."""
+        sql = (
+            "SELECT r.id, r.workload_id, t.key, r.trace, r.args_info, r.run_secs, r.mean_secs, "
+            "r.provenance, r.donor, r.run_id, r.tvm_version FROM records r "
+            "JOIN targets t ON t.id = r.target_id WHERE 1 = 1"
+        )
+        params: list[Any] = []
+        if workload_id is not None:
+            sql += " AND r.workload_id = ?"
+            params.append(workload_id)
+        if target is not None:
+            sql += " AND t.key = ?"
+            params.append(target if isinstance(target, str) else target_key(target))
+        if ok_only:
+            sql += f" AND r.mean_secs < {FAILED_SECONDS}"
+        sql += " ORDER BY r.mean_secs, r.id"
+        if top_k is not None:
+            sql += f" LIMIT {int(top_k)}"
+        return [
+            Record(
+                rid, wid, key, json.loads(tr), json.loads(ai), json.loads(rs), ms_, pv, dn, run, tv
+            )
+            for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self.query(sql, tuple(params))
+        ]
+
+    def count_records(self, workload_id: int | None = None, target: Any = None) -> int:
+        sql = "SELECT COUNT(*) FROM records r JOIN targets t ON t.id = r.target_id WHERE 1 = 1"
+        params: list[Any] = []
+        if workload_id is not None:
+            sql += " AND r.workload_id = ?"
+            params.append(workload_id)
+        if target is not None:
+            sql += " AND t.key = ?"
+            params.append(target if isinstance(target, str) else target_key(target))
+        return self.query(sql, tuple(params))[0][0]
+
+    # -- runs and tuning curves --------------------------------------------------------------
+
+    def start_run(self, run_id: str, kind: str, model: str | None, target: str, params: dict):
+        with self.transaction() as cur:
+            cur.execute(
+                "INSERT OR IGNORE INTO runs (run_id, kind, model, target, params, started) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, kind, model, target, json.dumps(params), time.time()),
+            )
+
+    def finish_run(self, run_id: str) -> None:
+        with self.transaction() as cur:
+            cur.execute("UPDATE runs SET finished = ? WHERE run_id = ?", (time.time(), run_id))
+
+    def add_curve_point(self, run_id: str, trials: int, seconds: float, latency: float) -> None:
+        with self.transaction() as cur:
+            cur.execute("INSERT INTO curve VALUES (?, ?, ?, ?)", (run_id, trials, seconds, latency))
+
+    def curve(self, run_id: str) -> list[tuple[int, float, float]]:
+        """(trials, seconds, estimated latency) points of a run, in order."""
+        return self.query(
+            "SELECT trials, seconds, latency FROM curve WHERE run_id = ? ORDER BY seconds",
+            (run_id,),
+        )
+
+    # -- summary -----------------------------------------------------------------------------
+
+    def summary(self) -> list[tuple]:
+        """Per workload and target: id, class, models, target, record count, best ms, how."""
+        return self.query(
+            "SELECT w.id, w.kernel_class, "
+            "(SELECT GROUP_CONCAT(model) FROM workload_models m WHERE m.workload_id = w.id), "
+            "COALESCE(t.name, t.key), COUNT(*), ROUND(1e3 * MIN(r.mean_secs), 4), "
+            "(SELECT provenance FROM records b WHERE b.workload_id = w.id "
+            " AND b.target_id = t.id ORDER BY b.mean_secs LIMIT 1) "
+            "FROM records r JOIN workloads w ON w.id = r.workload_id "
+            "JOIN targets t ON t.id = r.target_id GROUP BY w.id, t.id ORDER BY w.id"
+        )
+
+    def info(self) -> dict[str, Any]:
+        """Counts for ``transtune library info``."""
+        q = self.query
+        return {
+            "path": str(self.path),
+            "schema_version": SCHEMA_VERSION,
+            "created_by_tvm": self.tvm_version,
+            "workloads": q("SELECT COUNT(*) FROM workloads")[0][0],
+            "records": q("SELECT COUNT(*) FROM records")[0][0],
+            "failed_records": q(
+                f"SELECT COUNT(*) FROM records WHERE mean_secs >= {FAILED_SECONDS}"
+            )[0][0],
+            "models": [m for (m,) in q("SELECT DISTINCT model FROM workload_models ORDER BY 1")],
+            "classes": q("SELECT COUNT(DISTINCT kernel_class) FROM workloads")[0][0],
+            "by_target": q(
+                "SELECT COALESCE(t.name, t.key), COUNT(*) FROM records r "
+                "JOIN targets t ON t.id = r.target_id GROUP BY t.id ORDER BY 2 DESC"
+            ),
+            "by_provenance": q(
+                "SELECT provenance, COUNT(*) FROM records GROUP BY 1 ORDER BY 2 DESC"
+            ),
+            "foreign_tvm_versions": self.foreign_versions(),
+        }
+
+
+def _decode_mod(blob: bytes):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.Workload.from_json(json.loads(zlib.decompress(blob))).mod
+
+
+def _structural_equal(a, b) -> bool:
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(a, b))
+
+
+def open_library(url: str | Path = "sqlite:///lib.db") -> Library:
+    """Open (creating if needed) the schedule library at ``url`` (``sqlite:///path`` or a path)."""
+    return Library(parse_url(url))

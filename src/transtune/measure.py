@@ -1,0 +1,117 @@
+"""Builders and runners for measuring candidate schedules.
+
+Stock ``LocalBuilder`` starts a fresh worker pool for every batch, and each worker imports
+``tvm.s_tir.tensor_intrin`` (about 20-25 s of TVMScript parsing on this host) before building
+anything. :class:`WarmBuilder` keeps its workers alive across batches (recycled after
+``max_uses`` builds to bound memory), never imports the tensor intrinsics (fp32 LLVM code
+needs none), and links each candidate into a shared library inside the parallel build worker,
+so that the (serial) runner only has to ``dlopen`` it instead of untarring and linking.
+
+Building never overlaps measuring: MetaSchedule joins the runner before it generates and
+builds the next batch, so a kernel is always timed on an otherwise idle host.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import platform
+import sys
+import tempfile
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+# The evaluator setting used for every measurement unless stated otherwise (MetaSchedule's
+# defaults): 1 warm-up, then the mean of 3 runs, stretched to at least 100 ms.
+EVALUATOR = ms.runner.EvaluatorConfig(
+    number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False
+)
+
+
+def load_cpu_tensor_intrinsics() -> None:
+    """Register only the CPU tensor intrinsics, instead of all of ``tvm.s_tir.tensor_intrin``.
+
+    ``TuneContext`` imports the whole package, whose CUDA part parses hundreds of TVMScript
+    functions; each parse calls ``inspect.stack()``, which scans ``sys.modules``, so with
+    PyTorch loaded the import takes 25-90 s on this host. CPU schedule rules only need the
+    intrinsics of this host's architecture (about 1.5 s). Call before the first TuneContext.
+    """
+    name = "tvm.s_tir.tensor_intrin"
+    if name in sys.modules:
+        return
+    import tvm.s_tir
+
+    spec = importlib.util.find_spec(name)
+    package = importlib.util.module_from_spec(spec)  # not executed: it imports every backend
+    sys.modules[name] = package
+    tvm.s_tir.tensor_intrin = package
+    arch = "arm_cpu" if platform.machine() in ("aarch64", "arm64") else "x86"
+    importlib.import_module(f"{name}.{arch}")
+
+
+def _warm_up() -> None:
+    import tvm.driver  # noqa: F401
+    import tvm.s_tir.transform  # noqa: F401
+
+
+def build_and_link(mod, target) -> str:
+    """Build one candidate and link it into a shared library; returns its path."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    lib = tvm_build(mod, target=target)
+    path = os.path.join(tempfile.mkdtemp(prefix="transtune-build-"), "candidate.so")
+    lib.export_library(path)
+    return path
+
+
+@derived_object
+class WarmBuilder(ms.builder.PyBuilder):
+    """A MetaSchedule builder whose worker processes stay warm between batches."""
+
+    def __init__(self, max_workers: int | None = None, timeout_sec: float = 60.0, max_uses=256):
+        super().__init__()
+        self.max_workers = max_workers or os.cpu_count() or 1
+        self.timeout_sec = timeout_sec
+        self.max_uses = max_uses
+        self._pool: PopenPoolExecutor | None = None
+
+    def _executor(self) -> PopenPoolExecutor:
+        if self._pool is None:
+            self._pool = PopenPoolExecutor(
+                max_workers=self.max_workers,
+                timeout=self.timeout_sec,
+                initializer=_warm_up,
+                maximum_process_uses=self.max_uses,
+            )
+        return self._pool
+
+    def build(self, build_inputs: list) -> list:
+        results = []
+        args = [(b.mod, b.target) for b in build_inputs]
+        for outcome in self._executor().map_with_error_catching(lambda a: build_and_link(*a), args):
+            if outcome.status == StatusKind.COMPLETE:
+                results.append(ms.builder.BuilderResult(outcome.value, None))
+            elif outcome.status == StatusKind.TIMEOUT:
+                results.append(
+                    ms.builder.BuilderResult(
+                        None, f"WarmBuilder: timeout after {self.timeout_sec} s"
+                    )
+                )
+            else:
+                results.append(ms.builder.BuilderResult(None, f"WarmBuilder: {outcome.value}"))
+        return results
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def local_runner(evaluator: ms.runner.EvaluatorConfig = EVALUATOR, timeout_sec: float = 30.0):
+    """MetaSchedule's ``LocalRunner`` (one persistent worker) with the stated evaluator."""
+    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=evaluator)

@@ -1,0 +1,320 @@
+"""Resumable MetaSchedule tuning of a whole model into the schedule library.
+
+``tune`` extracts the model's kernels, registers them in the library, and runs MetaSchedule's
+task scheduler (evolutionary search, XGBoost cost model by default) with
+:class:`~transtune.library.database.LibraryDatabase` as its database, so every measured
+candidate is committed as it is measured. Budgets are per model and include what the library
+already holds: running again continues where the last run stopped.
+
+The tuning curve (estimated end-to-end latency = sum over kernels of weight x best measured
+latency, against wall time and trials) is recorded after every measured batch. Kernels not
+measured yet count with their untuned latency, measured once at the start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+from .frontend import ImportedModel
+from .library import FAILED_SECONDS, Library, target_key
+from .library.database import LibraryDatabase
+from .measure import EVALUATOR, WarmBuilder, load_cpu_tensor_intrinsics, local_runner
+from .targets import TargetConfig, get_config
+from .tasks import Kernel, extract_kernels
+
+
+@dataclass
+class KernelState:
+    """Tuning progress of one kernel."""
+
+    kernel: Kernel
+    workload_id: int
+    untuned_secs: float
+    best_secs: float
+    trials: int  # measured candidates in the library, this target, all runs
+
+    @property
+    def speedup(self) -> float:
+        return self.untuned_secs / self.best_secs if self.best_secs > 0 else float("nan")
+
+
+@dataclass
+class TuneResult:
+    """What ``tune`` did: per-kernel states, the curve and the run's totals."""
+
+    model: str
+    config: str
+    run_id: str
+    kernels: list[KernelState]
+    curve: list[tuple[int, float, float]]  # (trials, seconds, estimated latency)
+    new_trials: int = 0
+    seconds: float = 0.0
+    stopped: str = "budget"  # "budget", "time", "interrupted" or "done"
+    failures: int = 0
+
+    @property
+    def estimated_latency(self) -> float:
+        return sum(s.kernel.weight * s.best_secs for s in self.kernels)
+
+    @property
+    def untuned_latency(self) -> float:
+        return sum(s.kernel.weight * s.untuned_secs for s in self.kernels)
+
+
+def estimate_latency(states: list[KernelState]) -> float:
+    return sum(s.kernel.weight * s.best_secs for s in states)
+
+
+@derived_object
+class BudgetedSearch(ms.search_strategy.PySearchStrategy):
+    """Wraps a search strategy with a per-kernel trial cap and a stop signal.
+
+    MetaSchedule has one trial cap for all tasks and no time budget; this caps each kernel at
+    what its budget has left (so resumed kernels continue where they stopped) and ends the
+    search cleanly, the way a finished strategy does, once ``should_stop()`` is true.
+    """
+
+    def __init__(self, inner, max_trials: int, should_stop: Callable[[], bool]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.max_trials = max_trials
+        self.should_stop = should_stop
+
+    def _initialize_with_tune_context(self, context) -> None:
+        self.inner._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database, cost_model):
+        self.inner.pre_tuning(
+            min(max_trials, self.max_trials), num_trials_per_iter, design_spaces, database,
+            cost_model,
+        )  # fmt: skip
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+
+    def generate_measure_candidates(self):
+        if self.should_stop():
+            return None
+        return self.inner.generate_measure_candidates()
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        self.inner.notify_runner_results(measure_candidates, results)
+
+    def clone(self):
+        return BudgetedSearch(self.inner.clone(), self.max_trials, self.should_stop)
+
+
+@derived_object
+class _Progress(ms.measure_callback.PyMeasureCallback):
+    """Tracks best latency per task, records curve points, enforces budgets and stops."""
+
+    def __init__(self, tuner: _Tuner) -> None:
+        super().__init__()
+        self.tuner = tuner
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        self.tuner.on_batch(task_scheduler, task_id, builder_results, runner_results)
+
+
+class _Tuner:
+    """State of one tuning session (see :func:`tune`)."""
+
+    def __init__(self, library, run_id, states, max_new, on_update):
+        self.library = library
+        self.run_id = run_id
+        self.states = states  # every kernel of the model
+        self.task_states: list[KernelState] = []  # the kernels being tuned, by task id
+        self.max_new = max_new
+        self.deadline: float | None = None
+        self.on_update = on_update
+        self.new_trials = 0
+        self.failures = 0
+        self.stop_reason: str | None = None
+        curve = library.curve(run_id)
+        self.trials0 = curve[-1][0] if curve else sum(s.trials for s in states)
+        self.seconds0 = curve[-1][1] if curve else 0.0
+        self.start = time.perf_counter()
+        self.curve = list(curve)
+        if not curve:
+            self.add_point()
+
+    def elapsed(self) -> float:
+        return self.seconds0 + time.perf_counter() - self.start
+
+    def add_point(self) -> None:
+        point = (self.trials0 + self.new_trials, self.elapsed(), estimate_latency(self.states))
+        self.library.add_curve_point(self.run_id, *point)
+        self.curve.append(point)
+
+    def on_batch(self, scheduler, task_id, builder_results, runner_results) -> None:
+        state = self.task_states[task_id]
+        for b, r in zip(builder_results, runner_results, strict=True):
+            secs = [float(s) for s in r.run_secs] if r.run_secs is not None else []
+            if b.error_msg is not None or r.error_msg is not None or not secs:
+                self.failures += 1
+            else:
+                state.best_secs = min(state.best_secs, sum(secs) / len(secs))
+        state.trials += len(runner_results)
+        self.new_trials += len(runner_results)
+        self.add_point()
+        if self.stop_reason is None:
+            if self.max_new is not None and self.new_trials >= self.max_new:
+                self.stop_reason = "budget"
+            elif self.deadline is not None and time.perf_counter() >= self.deadline:
+                self.stop_reason = "time"
+        if self.on_update is not None:
+            self.on_update(self)
+
+    def should_stop(self) -> bool:
+        return self.stop_reason is not None
+
+    def interrupt(self, *_):
+        self.stop_reason = "interrupted"
+
+
+def measure_untuned(kernels: list[Kernel], target, builder, runner) -> list[float]:
+    """Seconds per run of each kernel as TVM builds it with no schedule."""
+    inputs = [ms.builder.BuilderInput(k.mod, target) for k in kernels]
+    built = builder.build(inputs)
+    futures = [
+        runner.run(
+            [
+                ms.runner.RunnerInput(
+                    b.artifact_path, "cpu", ms.arg_info.ArgInfo.from_prim_func(k.mod["main"])
+                )
+            ]
+        )[0]
+        if b.error_msg is None
+        else None
+        for k, b in zip(kernels, built, strict=True)
+    ]
+    out = []
+    for k, b, f in zip(kernels, built, futures, strict=True):
+        result = f.result() if f is not None else None
+        if b.artifact_path is not None:
+            shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+        if result is None or result.error_msg is not None:
+            reason = b.error_msg if f is None else result.error_msg
+            raise RuntimeError(f"untuned kernel {k.name} failed: {reason}")
+        secs = [float(s) for s in result.run_secs]
+        out.append(sum(secs) / len(secs))
+    return out
+
+
+def tune(
+    model: ImportedModel,
+    library: Library,
+    config: TargetConfig | str | None = None,
+    trials: int | None = None,
+    per_kernel: int | None = None,
+    time_budget: float | None = None,
+    num_trials_per_iter: int = 32,
+    seed: int = 0,
+    cost_model: str = "xgb",
+    on_update: Callable | None = None,
+    builder=None,
+    runner=None,
+) -> TuneResult:
+    """Tune every kernel of ``model`` into ``library``; see the module docstring.
+
+    ``trials``: total measured candidates for the model (library included); ``per_kernel``:
+    cap per kernel (default: ``trials``); ``time_budget``: seconds for this session.
+    At least one of ``trials`` and ``time_budget`` must be given.
+    """
+    if trials is None and time_budget is None:
+        raise ValueError("give a trial budget, a time budget, or both")
+    if not isinstance(config, TargetConfig):
+        config = get_config(config)
+    target = config.tvm_target()
+    kernels = extract_kernels(model.mod, target)
+    key = target_key(target)
+    run_id = f"tune:{model.name}:{config.name}"
+    library.start_run(
+        run_id, "tune", model.name, key,
+        {"trials": trials, "per_kernel": per_kernel, "seed": seed, "cost_model": cost_model},
+    )  # fmt: skip
+    builder = builder or WarmBuilder(max_workers=config.num_threads)
+    runner = runner or local_runner(EVALUATOR)
+
+    states: list[KernelState] = []
+    for k in kernels:
+        wid = library.add_workload(k.mod, k.kernel_class, k.flops, model.name, k.name, k.weight)
+        best = library.records(wid, key, top_k=1, ok_only=True)
+        states.append(
+            KernelState(k, wid, float("nan"), best[0].mean_secs if best else FAILED_SECONDS,
+                        library.count_records(wid, key))
+        )  # fmt: skip
+    for state, secs in zip(states, measure_untuned(kernels, target, builder, runner), strict=True):
+        state.untuned_secs = secs
+        state.best_secs = min(state.best_secs, secs)
+
+    done_trials = sum(s.trials for s in states)
+    per_kernel = per_kernel if per_kernel is not None else trials
+    remaining = None if trials is None else max(0, trials - done_trials)
+    todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
+    tuner = _Tuner(library, run_id, states, remaining, on_update)
+    result = TuneResult(model.name, config.name, run_id, states, tuner.curve)
+    if not todo or remaining == 0:
+        result.stopped = "done"
+        return result
+
+    load_cpu_tensor_intrinsics()
+    tasks, weights = [], []
+    rand_states = ms.utils.fork_seed(seed, n=len(todo))
+    big = 10**9
+    for i, rand_state in zip(todo, rand_states, strict=True):
+        k = states[i].kernel
+        cap = big if per_kernel is None else per_kernel - states[i].trials
+        search = BudgetedSearch(
+            ms.search_strategy.SearchStrategy.create("evolutionary"), cap, tuner.should_stop
+        )
+        tasks.append(
+            ms.TuneContext(
+                mod=k.mod,
+                target=target,
+                space_generator="post-order-apply",
+                search_strategy=search,
+                task_name=k.name,
+                rand_state=rand_state,
+                num_threads=config.num_threads,
+            ).clone()
+        )
+        weights.append(float(k.weight))
+    tuner.task_states = [states[i] for i in todo]
+    if time_budget is not None:
+        tuner.deadline = time.perf_counter() + time_budget
+    database = LibraryDatabase(library, target, "tuned", run_id, config.name)
+    callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
+    model_cost = ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
+    previous = signal.signal(signal.SIGINT, tuner.interrupt)
+    try:
+        ms.task_scheduler.TaskScheduler.create("gradient").tune(
+            tasks=tasks,
+            task_weights=weights,
+            max_trials_global=remaining if remaining is not None else big,
+            max_trials_per_task=per_kernel if per_kernel is not None else big,
+            num_trials_per_iter=num_trials_per_iter,
+            builder=builder,
+            runner=runner,
+            measure_callbacks=callbacks,
+            database=database,
+            cost_model=model_cost,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if isinstance(builder, WarmBuilder):
+            builder.shutdown()
+    library.finish_run(run_id)
+    result.new_trials = tuner.new_trials
+    result.failures = tuner.failures
+    result.seconds = time.perf_counter() - tuner.start
+    result.stopped = tuner.stop_reason or "budget"
+    return result

@@ -1,0 +1,150 @@
+"""The schedule library: target-aware records, concurrency, JSON import/export."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from tvm import te
+from tvm.s_tir import meta_schedule as ms
+
+from transtune.library import LibraryError, open_library, target_key
+from transtune.library.database import LibraryDatabase
+from transtune.library.jsondb import export_json, import_json
+from transtune.measure import WarmBuilder, load_cpu_tensor_intrinsics
+from transtune.targets import get_config
+
+
+def matmul(n: int):
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return ms.tune_context._normalize_mod(te.create_prim_func([a, b, c]))
+
+
+@pytest.fixture(scope="module")
+def tuned_work_dir(tmp_path_factory):
+    """A real MetaSchedule JSON work dir: tune_tir, a few trials of a tiny matmul."""
+    load_cpu_tensor_intrinsics()
+    work_dir = tmp_path_factory.mktemp("ms")
+    ms.tune_tir(
+        matmul(32), get_config("host").tvm_target(), str(work_dir),
+        max_trials_global=8, num_trials_per_iter=8, seed=0, builder=WarmBuilder(),
+    )  # fmt: skip
+    return work_dir
+
+
+def test_records_are_keyed_by_target(tmp_path):
+    host, avx2 = get_config("host").tvm_target(), get_config("host-avx2").tvm_target()
+    with open_library(f"sqlite:///{tmp_path}/lib.db") as lib:
+        wid = lib.add_workload(matmul(16), "matmul", 2 * 16**3, model="m", weight=3)
+        assert lib.add_workload(matmul(16)) == wid  # structurally equal -> same workload
+        assert lib.add_workload(matmul(8)) != wid
+        lib.add_record(wid, host, [[], []], [2e-3], provenance="tuned")
+        lib.add_record(wid, host, [[], []], [1e-3], provenance="tuned")
+        lib.add_record(wid, avx2, [[], []], [5e-4], provenance="tuned")
+        lib.add_record(wid, host, [[], []], [], provenance="tuned")  # failed
+        best = lib.records(wid, host, top_k=1, ok_only=True)
+        assert [r.mean_secs for r in best] == [1e-3]
+        assert lib.count_records(wid, host) == 3
+        assert lib.count_records(wid, avx2) == 1
+        info = lib.info()
+        assert info["records"] == 4 and info["failed_records"] == 1 and info["models"] == ["m"]
+
+
+def test_py_database_view_only_sees_its_target(tmp_path):
+    host, avx2 = get_config("host").tvm_target(), get_config("host-avx2").tvm_target()
+    with open_library(tmp_path / "lib.db") as lib:
+        wid = lib.add_workload(matmul(16))
+        lib.add_record(wid, avx2, [[], []], [1e-4])
+        db = LibraryDatabase(lib, host)
+        assert db.has_workload(matmul(16))
+        assert db.query_tuning_record(matmul(16), host, "main") is None
+        assert len(db) == 0
+        db_avx2 = LibraryDatabase(lib, avx2)
+        assert db_avx2.query_tuning_record(matmul(16), avx2, "main") is not None
+
+
+def test_json_round_trip(tuned_work_dir, tmp_path):
+    with open_library(tmp_path / "a.db") as lib:
+        report = import_json(lib, tuned_work_dir, model="mm")
+        assert report.skipped == [] and report.records == 8 and report.workloads == 1
+        exported = export_json(lib, tmp_path / "out")
+        assert exported == 8
+        before = sorted((json.dumps(r.trace), r.run_secs, r.target_key) for r in lib.records())
+    # The export reads back with MetaSchedule's own JSONDatabase and into a new library.
+    stock = ms.database.JSONDatabase(work_dir=str(tmp_path / "out"), allow_missing=False)
+    assert len(stock.get_all_tuning_records()) == 8
+    with open_library(tmp_path / "b.db") as lib:
+        assert import_json(lib, tmp_path / "out").records == 8
+        after = sorted((json.dumps(r.trace), r.run_secs, r.target_key) for r in lib.records())
+    assert after == before
+
+
+def test_corrupt_and_foreign_lines_are_skipped_and_reported(tuned_work_dir, tmp_path):
+    work = tmp_path / "bad"
+    work.mkdir()
+    workloads = (tuned_work_dir / "database_workload.json").read_text().splitlines()
+    records = (tuned_work_dir / "database_tuning_record.json").read_text().splitlines()
+    (work / "database_workload.json").write_text("\n".join([*workloads, "[1, 2"]) + "\n")
+    bad_target = json.loads(records[1])
+    bad_target[1][2] = {"kind": "no-such-kind"}
+    lines = [
+        records[0],
+        "{not json",
+        json.dumps(bad_target),
+        '[7, [[], [1.0], {"kind": "llvm"}, []]]',
+    ]
+    (work / "database_tuning_record.json").write_text("\n".join([*lines, *records[2:]]) + "\n")
+    with open_library(tmp_path / "lib.db") as lib:
+        report = import_json(lib, work)
+    assert report.records == len(records) - 1
+    assert [(f, n) for f, n, _ in report.skipped] == [
+        ("database_workload.json", 2),
+        ("database_tuning_record.json", 2),
+        ("database_tuning_record.json", 3),
+        ("database_tuning_record.json", 4),
+    ]
+    assert "skipped 4 bad lines" in report.summary()
+
+
+def test_not_a_library(tmp_path):
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is no sqlite file" * 100)
+    with pytest.raises(LibraryError, match="not a usable schedule library"):
+        open_library(path)
+    with pytest.raises(LibraryError, match="scheme"):
+        open_library("postgres://x/y")
+
+
+def test_two_processes_writing_at_once_keep_every_record(tmp_path):
+    url = f"sqlite:///{tmp_path}/shared.db"
+    key = target_key(get_config("host").tvm_target())
+    with open_library(url) as lib:
+        wid = lib.add_workload(matmul(8))
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from transtune.library import open_library
+        with open_library({url!r}) as lib:
+            for i in range(150):
+                lib.add_record({wid}, {key!r}, [[], []], [1e-3 + i * 1e-6], run_id=sys.argv[1])
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"p{i}"]) for i in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    with open_library(url) as lib:
+        runs = lib.query("SELECT run_id, COUNT(*) FROM records GROUP BY 1 ORDER BY 1")
+        assert runs == [("p0", 150), ("p1", 150)]
+        assert lib.query("PRAGMA integrity_check") == [("ok",)]
+
+
+def test_other_tvm_version_is_reported(tmp_path):
+    with open_library(tmp_path / "lib.db") as lib:
+        wid = lib.add_workload(matmul(8))
+        lib.add_record(wid, "{}", [[], []], [1e-3])
+        with lib.transaction() as cur:
+            cur.execute("UPDATE records SET tvm_version = '0.19.0'")
+        assert lib.foreign_versions() == {"0.19.0": 1}

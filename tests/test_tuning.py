@@ -1,0 +1,108 @@
+"""Tuning into the library: budgets, curve, resume after SIGKILL, compile from the library."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from transtune.compile import compile_model
+from transtune.library import open_library
+from transtune.library.database import LibraryDatabase
+from transtune.targets import get_config
+from transtune.tuning import tune
+
+TINY = textwrap.dedent(
+    """
+    import torch
+    from transtune.frontend import from_module
+    torch.manual_seed(0)
+    MODEL = from_module(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).eval(),
+                        (torch.randn(16, 64),), name="tiny_mlp")
+    """
+)
+
+
+def tiny_mlp():
+    scope: dict = {}
+    exec(TINY, scope)
+    return scope["MODEL"]
+
+
+def test_tune_records_every_candidate_and_a_falling_curve(tmp_path):
+    model = tiny_mlp()
+    with open_library(tmp_path / "lib.db") as lib:
+        result = tune(model, lib, "host", trials=16, num_trials_per_iter=8)
+        assert result.new_trials == 16
+        assert lib.count_records() == 16  # failures included
+        trials = [t for t, _, _ in result.curve]
+        assert trials[0] == 0 and trials[-1] == 16
+        latencies = [lat for _, _, lat in result.curve]
+        assert latencies == sorted(latencies, reverse=True)  # best-so-far never rises
+        assert result.estimated_latency < result.untuned_latency / 2
+        assert lib.curve(result.run_id) == result.curve
+        # The tuned schedules compile into the model and keep its numerics.
+        database = LibraryDatabase(lib, get_config("host").tvm_target())
+        compiled = compile_model(model, "host", database)
+        assert compiled.missing_records == [] and compiled.applied_records
+        expected = model.torch_module(*model.torch_inputs()).detach().numpy()
+        np.testing.assert_allclose(compiled.run(model.inputs)[0], expected, rtol=1e-4, atol=1e-5)
+        # The budget is met: a second call has nothing left to do.
+        again = tune(model, lib, "host", trials=16, num_trials_per_iter=8)
+        assert again.new_trials == 0 and again.stopped == "done"
+
+
+def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path}/lib.db"
+    script = TINY + textwrap.dedent(
+        f"""
+        from transtune.library import open_library
+        from transtune.tuning import tune
+        with open_library({url!r}) as lib:
+            tune(MODEL, lib, "host", trials=400, num_trials_per_iter=8)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    seen: list[int] = []
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            if os.path.exists(tmp_path / "lib.db"):
+                with open_library(url) as lib:
+                    seen = [r.id for r in lib.records()]
+                if len(seen) >= 16:
+                    break
+        assert proc.poll() is None, "tuning ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert len(seen) >= 16
+    with open_library(url) as lib:
+        assert lib.query("PRAGMA integrity_check") == [("ok",)]
+        kept = {r.id for r in lib.records()}
+        assert set(seen) <= kept
+        budget = len(kept) + 8
+        result = tune(tiny_mlp(), lib, "host", trials=budget, num_trials_per_iter=8)
+        assert result.new_trials == 8
+        assert lib.count_records() == budget
+        assert set(seen) <= {r.id for r in lib.records()}
+
+
+@pytest.mark.parametrize("budget", [{"time_budget": 1.0}])
+def test_time_budget_stops_tuning(tmp_path, budget):
+    with open_library(tmp_path / "lib.db") as lib:
+        result = tune(tiny_mlp(), lib, "host", num_trials_per_iter=8, **budget)
+    assert result.stopped == "time"
+    assert 8 <= result.new_trials <= 16
+
+
+def test_tune_needs_a_budget(tmp_path):
+    with open_library(tmp_path / "lib.db") as lib, pytest.raises(ValueError, match="budget"):
+        tune(tiny_mlp(), lib, "host")
