@@ -15,6 +15,9 @@ from transtune.cli import main
         (["kernels", "resnet19"], "unknown model"),
         (["kernels", "/nonexistent/model.onnx"], "no such ONNX file"),
         (["kernels", "resnet18", "--target", "tpu-v9"], "unknown target configuration"),
+        (["kernels", "resnet18", "--target", '{"kind": "llvm", "mcpu": "sapphirerapids"}'], "amx"),
+        (["kernels", "resnet18", "--target", '{"kind": "cuda"}'], "gpu"),
+        (["tune", "resnet18", "--trials", "8", "--library", "mysql://db/x"], "scheme"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(argv, message, capsys):

@@ -148,3 +148,18 @@ def test_other_tvm_version_is_reported(tmp_path):
         with lib.transaction() as cur:
             cur.execute("UPDATE records SET tvm_version = '0.19.0'")
         assert lib.foreign_versions() == {"0.19.0": 1}
+
+
+def test_library_cli_import_info_ls_export(tuned_work_dir, tmp_path, capsys):
+    from transtune.cli import main
+
+    url = f"sqlite:///{tmp_path}/cli.db"
+    assert main(["library", "import", str(tuned_work_dir), "--library", url, "--model", "mm"]) == 0
+    assert "imported 8 records of 1 workloads" in capsys.readouterr().out
+    assert main(["library", "info", "--library", url]) == 0
+    out = capsys.readouterr().out
+    assert "records: 8" in out and "['mm']" in out
+    assert main(["library", "ls", "--library", url]) == 0
+    assert "imported" in capsys.readouterr().out
+    assert main(["library", "export", str(tmp_path / "out"), "--library", url]) == 0
+    assert (tmp_path / "out" / "database_tuning_record.json").read_text().count("\n") == 8

@@ -79,12 +79,23 @@ def _cmd_kernels(args: argparse.Namespace) -> None:
 def _cmd_bench(args: argparse.Namespace) -> None:
     from .benchmark import RTOL, benchmark
     from .frontend import load
+    from .library import open_library
+    from .library.database import LibraryDatabase
+    from .targets import get_config
 
+    config = get_config(args.target)
+    model = load(args.model, args.batch, args.size)
+    library = open_library(args.library) if args.library else None
     database = None
     if args.database:
         database = _open_json_database(args.database)
-    model = load(args.model, args.batch, args.size)
-    result = benchmark(model, args.target, database, repeat=args.repeat)
+    elif library is not None:
+        database = LibraryDatabase(library, config.tvm_target())
+    try:
+        result = benchmark(model, config, database, repeat=args.repeat)
+    finally:
+        if library is not None:
+            library.close()
     table = Table(
         title=f"{result.model} on {result.config} ({result.num_threads} threads), "
         f"median of {args.repeat}"
@@ -145,12 +156,12 @@ def _cmd_tune(args: argparse.Namespace) -> None:
     from .library import open_library
     from .tuning import tune
 
-    model = load(args.model, args.batch, args.size)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"))
     with (
         open_library(args.library) as lib,
         Progress(*columns, TimeElapsedColumn(), console=console) as progress,
     ):
+        model = load(args.model, args.batch, args.size)
         bar = progress.add_task(f"tuning {model.name}", total=args.trials or args.time, info="")
 
         def update(tuner) -> None:
@@ -182,6 +193,64 @@ def _cmd_tune(args: argparse.Namespace) -> None:
     )
 
 
+def _cmd_transfer(args: argparse.Namespace) -> None:
+    from .benchmark import benchmark
+    from .frontend import load
+    from .library import open_library
+    from .library.database import LibraryDatabase
+    from .targets import get_config
+    from .transfer import transfer_tune
+    from .tuning import tune
+
+    config = get_config(args.target)
+    with open_library(args.library) as lib:
+        model = load(args.model, args.batch, args.size)
+        with console.status(f"transfer-tuning {model.name}") as status:
+            result = transfer_tune(
+                model, lib, config, donors=args.donors.split(",") if args.donors else None,
+                max_candidates=args.max_candidates,
+                on_kernel=lambda k: status.update(f"{k.kernel.name}: {k.speedup:.1f}x"),
+            )  # fmt: skip
+        table = Table(
+            title=f"{model.name}: transfer-tuning on {config.name} "
+            f"({result.search_seconds:.0f} s search)"
+        )
+        for col in (
+            "kernel",
+            "class",
+            "weight",
+            "donor",
+            "tried",
+            "failed",
+            "untuned ms",
+            "transferred ms",
+            "speedup",
+        ):
+            table.add_column(
+                col, justify="left" if col in ("kernel", "class", "donor") else "right"
+            )
+        for k in result.kernels:
+            table.add_row(
+                k.kernel.name, k.kernel.kernel_class, str(k.kernel.weight), k.donor or "-",
+                str(k.tried), str(k.replay_failed + k.wrong + k.failed),
+                f"{1e3 * k.untuned_secs:.3f}", f"{1e3 * k.best_secs:.3f}", f"{k.speedup:.1f}x",
+            )  # fmt: skip
+        console.print(table)
+        if args.budget:
+            tuned = tune(model, lib, config, time_budget=args.budget)
+            console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
+        database = LibraryDatabase(lib, config.tvm_target())
+        bench = benchmark(model, config, database, repeat=args.repeat)
+        untuned = benchmark(model, config, None, repeat=3, runtimes=("tvm",))
+    table = Table(title=f"{model.name} end to end, {config.num_threads} threads")
+    table.add_column("runtime")
+    table.add_column("median ms", justify="right")
+    for t in [*untuned.timings, *bench.timings]:
+        name = "tvm-transferred" if t.runtime == "tvm-tuned" else t.runtime
+        table.add_row(name, f"{t.median_ms:.2f}")
+    console.print(table)
+
+
 def _open_json_database(work_dir: str):
     from tvm.s_tir import meta_schedule as ms
 
@@ -211,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_kernels)
     p = sub.add_parser("bench", help="untuned/tuned TVM vs PyTorch vs ONNX Runtime")
     _add_model_args(p)
-    p.add_argument("--database", help="MetaSchedule JSON database work dir with tuned schedules")
+    tuned = p.add_mutually_exclusive_group()
+    tuned.add_argument("--library", help="schedule library (URL or path) with tuned schedules")
+    tuned.add_argument("--database", help="MetaSchedule JSON database work dir")
     p.add_argument("--repeat", type=int, default=5, help="timed repeats per runtime")
     p.add_argument("--json", help="also write the result as JSON to this path")
     p.set_defaults(func=_cmd_bench)
@@ -225,6 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32, help="candidates per search round")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_tune)
+
+    p = sub.add_parser("transfer", help="transfer-tune a model from a schedule library")
+    _add_model_args(p)
+    p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
+    p.add_argument("--donors", help="comma-separated donor models (default: whole library)")
+    p.add_argument("--max-candidates", type=int, default=8, help="donor schedules per kernel")
+    p.add_argument("--budget", type=float, help="then continue with MetaSchedule search, s")
+    p.add_argument("--repeat", type=int, default=5, help="timed repeats end to end")
+    p.set_defaults(func=_cmd_transfer)
 
     p = sub.add_parser("library", help="inspect, import into and export a schedule library")
     p.add_argument("action", choices=["info", "ls", "import", "export"])

@@ -15,3 +15,12 @@ class ModelImportError(TranstuneError):
 
 class TargetError(TranstuneError):
     """A target that cannot be built or that this host cannot run."""
+
+
+def error_line(err: BaseException, limit: int = 300) -> str:
+    """The most telling line of a (possibly multi-line, TVM-formatted) error message."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error" in line or "error" in line or "not supported" in line:
+            return line[:limit]
+    return (lines[-1] if lines else type(err).__name__)[:limit]

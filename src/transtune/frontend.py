@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelImportError
+from .errors import ModelImportError, error_line
 
 
 @dataclass
@@ -55,7 +55,7 @@ def from_module(module, example_inputs: tuple, name: str = "model") -> ImportedM
                 program, keep_params_as_input=False, unwrap_unit_return_tuple=True
             )
     except Exception as err:
-        raise ModelImportError(f"cannot import {name}: {_first_line(err)}") from None
+        raise ModelImportError(f"cannot import {name}: {error_line(err)}") from None
     inputs = [x.detach().cpu().numpy() for x in example_inputs]
     return ImportedModel(name, mod, inputs, torch_module=module)
 
@@ -80,7 +80,7 @@ def load_onnx(
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as err:
-        raise ModelImportError(f"malformed ONNX file {path}: {_first_line(err)}") from None
+        raise ModelImportError(f"malformed ONNX file {path}: {error_line(err)}") from None
     try:
         model = fold_static_shapes(model, shapes)
     except ValueError as err:
@@ -100,7 +100,7 @@ def load_onnx(
             warnings.simplefilter("ignore")
             mod = from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict)
     except Exception as err:
-        raise ModelImportError(f"TVM cannot import {path}: {_first_line(err)}") from None
+        raise ModelImportError(f"TVM cannot import {path}: {error_line(err)}") from None
     return ImportedModel(path.stem, mod, inputs, onnx_model=model, source="onnx")
 
 
@@ -121,15 +121,6 @@ def export_onnx(imported: ImportedModel, path: str | os.PathLike, dynamo: bool =
             imported.torch_module, imported.torch_inputs(), str(path), input_names=names, **kwargs
         )
     return path
-
-
-def _first_line(err: BaseException) -> str:
-    """The most telling line of a (possibly multi-line, TVM-formatted) error message."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    for line in reversed(lines):
-        if "Error" in line or "not supported" in line:
-            return line[:300]
-    return (lines[-1] if lines else type(err).__name__)[:300]
 
 
 def load(model: str, batch_size: int = 1, size: int | None = None) -> ImportedModel:

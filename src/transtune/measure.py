@@ -17,8 +17,10 @@ import importlib
 import importlib.util
 import os
 import platform
+import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -115,3 +117,39 @@ class WarmBuilder(ms.builder.PyBuilder):
 def local_runner(evaluator: ms.runner.EvaluatorConfig = EVALUATOR, timeout_sec: float = 30.0):
     """MetaSchedule's ``LocalRunner`` (one persistent worker) with the stated evaluator."""
     return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=evaluator)
+
+
+@dataclass
+class Measurement:
+    """Mean seconds per run of one module, or why it could not be measured."""
+
+    seconds: float | None
+    error: str | None = None
+
+
+def measure_modules(mods: list, target, builder, runner, check=None) -> list[Measurement]:
+    """Build ``mods`` (one batch, in parallel), then time each on its own, one at a time.
+
+    ``check(mod, artifact_path)`` may veto a built module (returning why) before it is timed.
+    """
+    built = builder.build([ms.builder.BuilderInput(mod, target) for mod in mods])
+    out = []
+    for mod, b in zip(mods, built, strict=True):
+        if b.error_msg is not None:
+            out.append(Measurement(None, f"build failed: {b.error_msg.splitlines()[-1]}"))
+            continue
+        try:
+            vetoed = check(mod, b.artifact_path) if check is not None else None
+            if vetoed:
+                out.append(Measurement(None, vetoed))
+                continue
+            args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+            result = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args)])[0].result()
+        finally:
+            shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+        if result.error_msg is not None:
+            out.append(Measurement(None, f"run failed: {result.error_msg.splitlines()[-1]}"))
+        else:
+            secs = [float(s) for s in result.run_secs]
+            out.append(Measurement(sum(secs) / len(secs)))
+    return out

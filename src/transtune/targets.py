@@ -8,6 +8,7 @@ configurations of one host, not different hardware, and are named as such
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from dataclasses import dataclass, field
@@ -143,12 +144,25 @@ def host_configs() -> dict[str, TargetConfig]:
 
 
 def get_config(name: str | None = None) -> TargetConfig:
-    """A target configuration by name (default ``host``); raises ``TargetError`` if unknown."""
+    """A target configuration by name (default ``host``), or a custom one from a JSON target
+    dict such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}'``.
+
+    Raises ``TargetError`` for an unknown name or a target this host cannot run.
+    """
     configs = host_configs()
     name = name or "host"
-    if name not in configs:
+    if name.lstrip().startswith("{"):
+        try:
+            spec = json.loads(name)
+        except json.JSONDecodeError as err:
+            raise TargetError(f"target is neither a configuration name nor JSON: {err}") from None
+        make_target(spec)
+        threads = int(spec.get("num-cores", host_info().cores))
+        config = TargetConfig(spec.get("mcpu", spec["kind"]), spec, threads, f"custom: {name}")
+    elif name in configs:
+        config = configs[name]
+    else:
         raise TargetError(f"unknown target configuration {name!r}; known: {', '.join(configs)}")
-    config = configs[name]
     check_runnable(config.target)
     return config
 

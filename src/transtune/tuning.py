@@ -13,8 +13,6 @@ measured yet count with their untuned latency, measured once at the start.
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -26,7 +24,13 @@ from tvm.s_tir import meta_schedule as ms
 from .frontend import ImportedModel
 from .library import FAILED_SECONDS, Library, target_key
 from .library.database import LibraryDatabase
-from .measure import EVALUATOR, WarmBuilder, load_cpu_tensor_intrinsics, local_runner
+from .measure import (
+    EVALUATOR,
+    WarmBuilder,
+    load_cpu_tensor_intrinsics,
+    local_runner,
+    measure_modules,
+)
 from .targets import TargetConfig, get_config
 from .tasks import Kernel, extract_kernels
 
@@ -182,37 +186,30 @@ class _Tuner:
 
 def measure_untuned(kernels: list[Kernel], target, builder, runner) -> list[float]:
     """Seconds per run of each kernel as TVM builds it with no schedule."""
-    inputs = [ms.builder.BuilderInput(k.mod, target) for k in kernels]
-    built = builder.build(inputs)
-    futures = [
-        runner.run(
-            [
-                ms.runner.RunnerInput(
-                    b.artifact_path, "cpu", ms.arg_info.ArgInfo.from_prim_func(k.mod["main"])
-                )
-            ]
-        )[0]
-        if b.error_msg is None
-        else None
-        for k, b in zip(kernels, built, strict=True)
-    ]
     out = []
-    for k, b, f in zip(kernels, built, futures, strict=True):
-        result = f.result() if f is not None else None
-        if b.artifact_path is not None:
-            shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
-        if result is None or result.error_msg is not None:
-            reason = b.error_msg if f is None else result.error_msg
-            raise RuntimeError(f"untuned kernel {k.name} failed: {reason}")
-        secs = [float(s) for s in result.run_secs]
-        out.append(sum(secs) / len(secs))
+    for k, m in zip(kernels, measure_modules([k.mod for k in kernels], target, builder, runner),
+                    strict=True):  # fmt: skip
+        if m.seconds is None:
+            raise RuntimeError(f"untuned kernel {k.name}: {m.error}")
+        out.append(m.seconds)
     return out
 
 
 def tune(
-    model: ImportedModel,
+    model: ImportedModel, library: Library, config: TargetConfig | str | None = None, **options
+) -> TuneResult:
+    """Tune every kernel of ``model`` into ``library`` (options: see :func:`tune_kernels`)."""
+    if not isinstance(config, TargetConfig):
+        config = get_config(config)
+    kernels = extract_kernels(model.mod, config.tvm_target())
+    return tune_kernels(kernels, library, config, model.name, **options)
+
+
+def tune_kernels(
+    kernels: list[Kernel],
     library: Library,
-    config: TargetConfig | str | None = None,
+    config: TargetConfig,
+    name: str,
     trials: int | None = None,
     per_kernel: int | None = None,
     time_budget: float | None = None,
@@ -223,22 +220,19 @@ def tune(
     builder=None,
     runner=None,
 ) -> TuneResult:
-    """Tune every kernel of ``model`` into ``library``; see the module docstring.
+    """Tune ``kernels`` (of the model ``name``) into ``library``; see the module docstring.
 
-    ``trials``: total measured candidates for the model (library included); ``per_kernel``:
-    cap per kernel (default: ``trials``); ``time_budget``: seconds for this session.
-    At least one of ``trials`` and ``time_budget`` must be given.
+    ``trials``: total measured candidates for these kernels (library included);
+    ``per_kernel``: cap per kernel (default: ``trials``); ``time_budget``: seconds for this
+    session. At least one of ``trials`` and ``time_budget`` must be given.
     """
     if trials is None and time_budget is None:
         raise ValueError("give a trial budget, a time budget, or both")
-    if not isinstance(config, TargetConfig):
-        config = get_config(config)
     target = config.tvm_target()
-    kernels = extract_kernels(model.mod, target)
     key = target_key(target)
-    run_id = f"tune:{model.name}:{config.name}"
+    run_id = f"tune:{name}:{config.name}"
     library.start_run(
-        run_id, "tune", model.name, key,
+        run_id, "tune", name, key,
         {"trials": trials, "per_kernel": per_kernel, "seed": seed, "cost_model": cost_model},
     )  # fmt: skip
     builder = builder or WarmBuilder(max_workers=config.num_threads)
@@ -246,7 +240,7 @@ def tune(
 
     states: list[KernelState] = []
     for k in kernels:
-        wid = library.add_workload(k.mod, k.kernel_class, k.flops, model.name, k.name, k.weight)
+        wid = library.add_workload(k.mod, k.kernel_class, k.flops, name, k.name, k.weight)
         best = library.records(wid, key, top_k=1, ok_only=True)
         states.append(
             KernelState(k, wid, float("nan"), best[0].mean_secs if best else FAILED_SECONDS,
@@ -261,7 +255,7 @@ def tune(
     remaining = None if trials is None else max(0, trials - done_trials)
     todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
     tuner = _Tuner(library, run_id, states, remaining, on_update)
-    result = TuneResult(model.name, config.name, run_id, states, tuner.curve)
+    result = TuneResult(name, config.name, run_id, states, tuner.curve)
     if not todo or remaining == 0:
         result.stopped = "done"
         return result

@@ -8,6 +8,7 @@ from .store import (
     Record,
     open_library,
     parse_url,
+    plain,
     target_key,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "Record",
     "open_library",
     "parse_url",
+    "plain",
     "target_key",
 ]

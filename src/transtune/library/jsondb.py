@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import TranstuneError, error_line
 from .store import Library, target_key
 
 WORKLOADS = "database_workload.json"
@@ -45,8 +46,6 @@ def import_json(
     """Add the workloads and records of a MetaSchedule JSON work dir to ``library``."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ..errors import TranstuneError
-
     work_dir = Path(work_dir)
     if not (work_dir / WORKLOADS).is_file():
         raise TranstuneError(f"{work_dir} has no {WORKLOADS}: not a MetaSchedule work dir")
@@ -56,7 +55,7 @@ def import_json(
         try:
             workload = ms.database.Workload.from_json(json.loads(text))
         except Exception as err:
-            report.skipped.append((WORKLOADS, lineno, _reason(err)))
+            report.skipped.append((WORKLOADS, lineno, error_line(err, 200)))
             continue
         workloads[index] = (library.add_workload(workload.mod, model=model), workload)
         report.workloads += 1
@@ -82,7 +81,7 @@ def import_json(
             )
             report.records += 1
         except Exception as err:
-            report.skipped.append((RECORDS, lineno, _reason(err)))
+            report.skipped.append((RECORDS, lineno, error_line(err, 200)))
     return report
 
 
@@ -121,8 +120,3 @@ def _lines(path: Path):
         for lineno, line in enumerate(f, start=1):
             if line.strip():
                 yield lineno, line
-
-
-def _reason(err: BaseException) -> str:
-    lines = [x for x in str(err).splitlines() if x.strip()]
-    return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:200]

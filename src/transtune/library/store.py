@@ -368,6 +368,29 @@ class Library:
             for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self.query(sql, tuple(params))
         ]
 
+    def best_by_class(self, kernel_class: str, target: Any) -> list[tuple[int, float, str, Record]]:
+        """Per workload of ``kernel_class``: (workload id, FLOPs, models, its best record) on
+        ``target``, fastest first. Only successful measurements count."""
+        key = target if isinstance(target, str) else target_key(target)
+        rows = self.query(
+            "SELECT w.id, COALESCE(w.flops, 0), "
+            "(SELECT GROUP_CONCAT(model) FROM workload_models m WHERE m.workload_id = w.id), "
+            "r.id, r.trace, r.args_info, r.run_secs, r.mean_secs, r.provenance, r.donor, "
+            "r.run_id, r.tvm_version "
+            "FROM records r JOIN workloads w ON w.id = r.workload_id "
+            "JOIN targets t ON t.id = r.target_id "
+            f"WHERE w.kernel_class = ? AND t.key = ? AND r.mean_secs < {FAILED_SECONDS} "
+            "AND r.id = (SELECT b.id FROM records b WHERE b.workload_id = w.id "
+            "  AND b.target_id = t.id ORDER BY b.mean_secs, b.id LIMIT 1) "
+            "ORDER BY r.mean_secs",
+            (kernel_class, key),
+        )
+        return [
+            (wid, flops, models or "", Record(rid, wid, key, json.loads(tr), json.loads(ai),
+                                              json.loads(rs), m, pv, dn, run, tv))
+            for wid, flops, models, rid, tr, ai, rs, m, pv, dn, run, tv in rows
+        ]  # fmt: skip
+
     def count_records(self, workload_id: int | None = None, target: Any = None) -> int:
         sql = "SELECT COUNT(*) FROM records r JOIN targets t ON t.id = r.target_id WHERE 1 = 1"
         params: list[Any] = []

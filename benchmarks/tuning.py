@@ -1,0 +1,287 @@
+"""Tuning benchmark -> docs/results/tuning.md (+ tuning_curve.png).
+
+1. ``compare``: trials per second of ``transtune`` tuning against stock MetaSchedule
+   (``ms.tune_tasks``, which ``tune_relax`` uses, with the stock ``LocalBuilder``) on the same
+   ResNet-18 kernels, trial budget, seed, search (evolutionary, XGBoost cost model, gradient
+   task scheduler) and runner (``LocalRunner`` with transtune's stated evaluator). Each side
+   runs in a fresh process, one after the other, so neither inherits the other's imports.
+2. ``resnet18``: ResNet-18 tuned with a stated budget into a library, then untuned / tuned /
+   PyTorch / ONNX Runtime latency and the tuning curve.
+3. ``report``: writes the Markdown and the plot from the JSON results.
+
+    python benchmarks/tuning.py compare [--kernels 3] [--trials 64]
+    python benchmarks/tuning.py resnet18 [--per-kernel 64]
+    python benchmarks/tuning.py report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "results"
+DATA = OUT / "tuning"
+SEED = 0
+TRIALS_PER_ITER = 32
+
+
+def pick_kernels(count: int):
+    """The ``count`` heaviest ResNet-18 kernels of distinct classes (deterministic)."""
+    from transtune.frontend import from_zoo
+    from transtune.targets import get_config
+    from transtune.tasks import extract_kernels
+
+    kernels = extract_kernels(from_zoo("resnet18").mod, get_config("host").tvm_target())
+    picked, classes = [], set()
+    for k in sorted(kernels, key=lambda k: (-k.flops * k.weight, k.name)):
+        if k.kernel_class not in classes:
+            picked.append(k)
+            classes.add(k.kernel_class)
+    return picked[:count]
+
+
+def run_side(side: str, count: int, trials: int) -> dict:
+    """One side of the comparison, in this process."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from transtune.library import open_library
+    from transtune.measure import EVALUATOR, local_runner
+    from transtune.targets import get_config
+    from transtune.tuning import tune_kernels
+
+    config = get_config("host")
+    target = config.tvm_target()
+    kernels = pick_kernels(count)
+    best: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        if side == "stock":
+            tasks = [
+                ms.TuneContext(
+                    mod=k.mod, target=target, space_generator="post-order-apply",
+                    search_strategy="evolutionary", task_name=k.name, rand_state=rs,
+                    num_threads=config.num_threads,
+                ).clone()
+                for k, rs in zip(kernels, ms.utils.fork_seed(SEED, n=len(kernels)), strict=True)
+            ]  # fmt: skip
+            db = ms.tune_tasks(
+                tasks=tasks, task_weights=[float(k.weight) for k in kernels], work_dir=tmp,
+                max_trials_global=trials * len(kernels), max_trials_per_task=trials,
+                num_trials_per_iter=TRIALS_PER_ITER, runner=local_runner(EVALUATOR),
+            )  # fmt: skip
+            seconds = time.perf_counter() - start
+            measured = len(db.get_all_tuning_records())
+            for k in kernels:
+                top = db.get_top_k(db.commit_workload(k.mod), 1)
+                best[k.name] = float(sum(map(float, top[0].run_secs)) / len(top[0].run_secs))
+        else:
+            with open_library(Path(tmp) / "lib.db") as lib:
+                result = tune_kernels(
+                    kernels, lib, config, "resnet18-subset", trials=trials * len(kernels),
+                    per_kernel=trials, num_trials_per_iter=TRIALS_PER_ITER, seed=SEED,
+                )  # fmt: skip
+                seconds = time.perf_counter() - start
+                measured = lib.count_records()
+                best = {s.kernel.name: s.best_secs for s in result.kernels}
+    return {
+        "side": side,
+        "kernels": [
+            {
+                "name": k.name,
+                "class": k.kernel_class,
+                "weight": k.weight,
+                "shapes": k.shape_summary,
+                "best_secs": best[k.name],
+            }
+            for k in kernels
+        ],  # fmt: skip
+        "trials": measured,
+        "seconds": seconds,
+        "trials_per_second": measured / seconds,
+        "weighted_latency": sum(k.weight * best[k.name] for k in kernels),
+    }
+
+
+def compare(count: int, trials: int) -> None:
+    results = []
+    for side in ("stock", "transtune"):
+        print(f"{side} ...", flush=True)
+        out = DATA / f"compare_{side}.json"
+        subprocess.run(
+            [sys.executable, __file__, "side", side, "--kernels", str(count), "--trials",
+             str(trials), "--out", str(out)],
+            check=True,
+        )  # fmt: skip
+        results.append(json.loads(out.read_text()))
+        print(f"  {results[-1]['trials']} trials in {results[-1]['seconds']:.0f} s")
+
+
+def tune_resnet18(per_kernel: int) -> None:
+    from transtune.benchmark import benchmark
+    from transtune.frontend import from_zoo
+    from transtune.library import open_library
+    from transtune.library.database import LibraryDatabase
+    from transtune.targets import get_config
+    from transtune.tasks import extract_kernels
+    from transtune.tuning import tune_kernels
+
+    config = get_config("host")
+    model = from_zoo("resnet18")
+    kernels = extract_kernels(model.mod, config.tvm_target())
+    n_kernels = len(kernels)
+    with open_library(ROOT / "runs" / "resnet18.db") as lib:
+        result = tune_kernels(
+            kernels, lib, config, "resnet18", trials=per_kernel * n_kernels,
+            per_kernel=per_kernel, num_trials_per_iter=TRIALS_PER_ITER, seed=SEED,
+        )  # fmt: skip
+        untuned = benchmark(model, config, repeat=3)
+        tuned = benchmark(model, config, LibraryDatabase(lib, config.tvm_target()), repeat=10)
+        data = {
+            "model": "resnet18",
+            "config": config.name,
+            "per_kernel": per_kernel,
+            "kernels": n_kernels,
+            "trials": lib.count_records(),
+            "tuning_seconds": result.curve[-1][1],
+            "curve": result.curve,
+            "estimated_untuned": result.untuned_latency,
+            "estimated_tuned": result.estimated_latency,
+            "untuned": untuned.to_json(),
+            "tuned": tuned.to_json(),
+        }
+    (DATA / "resnet18.json").write_text(json.dumps(data, indent=1))
+
+
+def report() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transtune.targets import host_info
+
+    host = host_info()
+    lines = [
+        "# Tuning: throughput against stock MetaSchedule, and ResNet-18 tuned",
+        "",
+        f"Written by `benchmarks/tuning.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
+        f"{host.cores} cores, target configuration `host`; TVM 0.27.0, measured alone on the "
+        "host. Evaluator for every candidate: MetaSchedule's defaults (1 warm-up, mean of 3 "
+        "runs stretched to >= 100 ms, no cache flush), `LocalRunner`.",
+        "",
+    ]
+    stock_path, ours_path = DATA / "compare_stock.json", DATA / "compare_transtune.json"
+    if stock_path.exists() and ours_path.exists():
+        stock, ours = json.loads(stock_path.read_text()), json.loads(ours_path.read_text())
+        lines += [
+            "## Throughput on the same kernels, budget and seed",
+            "",
+            f"{len(stock['kernels'])} ResNet-18 kernels (the heaviest of distinct classes), "
+            f"{stock['trials'] // len(stock['kernels'])} trials each, "
+            f"{TRIALS_PER_ITER} candidates per round, seed {SEED}, evolutionary search with the "
+            "XGBoost cost model and the gradient task scheduler on both sides. Stock = "
+            "`ms.tune_tasks` with its default `LocalBuilder`; transtune = `tune_kernels` "
+            "(warm builder, CPU-only tensor intrinsics, shared-library artifacts; it also "
+            "measures every kernel untuned first, which is counted in its time). Wall time "
+            "includes everything from the first `TuneContext` to the last record.",
+            "",
+            "| | trials | wall s | trials/s | weighted best latency ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in (stock, ours):
+            lines.append(
+                f"| {r['side']} | {r['trials']} | {r['seconds']:.0f} | "
+                f"{r['trials_per_second']:.2f} | {1e3 * r['weighted_latency']:.3f} |"
+            )
+        ratio = ours["trials_per_second"] / stock["trials_per_second"]
+        lines += [
+            "",
+            f"transtune tunes **{ratio:.1f}x** the stock throughput. Best latency per kernel:",
+            "",
+            "| kernel | class | shapes | stock ms | transtune ms |",
+            "|---|---|---|---:|---:|",
+        ]
+        for a, b in zip(stock["kernels"], ours["kernels"], strict=True):
+            lines.append(
+                f"| {a['name']} | {a['class']} | {a['shapes']} | {1e3 * a['best_secs']:.3f} "
+                f"| {1e3 * b['best_secs']:.3f} |"
+            )
+        lines.append("")
+    r18_path = DATA / "resnet18.json"
+    if r18_path.exists():
+        r = json.loads(r18_path.read_text())
+        t_un = {t["runtime"]: t for t in r["untuned"]["timings"]}
+        t_tu = {t["runtime"]: t for t in r["tuned"]["timings"]}
+
+        def cell(t):
+            return f"{t['median_ms']:.2f} ({t['min_ms']:.2f}..{t['max_ms']:.2f})"
+
+        lines += [
+            "## ResNet-18 tuned",
+            "",
+            f"Budget: {r['per_kernel']} trials per kernel, {r['kernels']} kernels, "
+            f"{r['trials']} measured candidates in {r['tuning_seconds'] / 60:.1f} min. "
+            "Latency at batch 1, median (min..max) of repeats, 2 threads everywhere:",
+            "",
+            "| | ms |",
+            "|---|---:|",
+            f"| TVM untuned (default build, no schedules) | {cell(t_un['tvm-untuned'])} |",
+            f"| TVM tuned (schedules from the library) | {cell(t_tu['tvm-tuned'])} |",
+            f"| PyTorch eager | {cell(t_tu['pytorch'])} |",
+            f"| ONNX Runtime | {cell(t_tu['onnxruntime'])} |",
+            "",
+            f"Tuned numerics match PyTorch: {t_tu['tvm-tuned']['matches']} "
+            f"(max rel. err {t_tu['tvm-tuned']['max_rel_err']:.1e}); kernels without a record: "
+            f"{len(r['tuned']['missing_records'])}. The curve's estimate (sum of weight x best "
+            f"kernel latency) went from {1e3 * r['estimated_untuned']:.1f} ms to "
+            f"{1e3 * r['estimated_tuned']:.2f} ms.",
+            "",
+            "![tuning curve](tuning_curve.png)",
+            "",
+        ]
+        curve = r["curve"]
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, x, label in ((ax1, 1, "wall time, s"), (ax2, 0, "measured candidates")):
+            ax.plot([p[x] for p in curve], [1e3 * p[2] for p in curve], drawstyle="steps-post")
+            ax.set_yscale("log")
+            ax.set_xlabel(label)
+            ax.set_ylabel("estimated latency, ms (log)")
+            ax.axhline(t_tu["pytorch"]["median_ms"], color="gray", ls="--", label="PyTorch")
+            ax.legend()
+        fig.suptitle(f"ResNet-18 tuning curve on {host.cpu_model}, 2 threads")
+        fig.tight_layout()
+        fig.savefig(OUT / "tuning_curve.png", dpi=110)
+    (OUT / "tuning.md").write_text("\n".join(lines))
+    print(f"wrote {OUT / 'tuning.md'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["compare", "side", "resnet18", "report"])
+    parser.add_argument("side", nargs="?", choices=["stock", "transtune"])
+    parser.add_argument("--kernels", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--per-kernel", type=int, default=64)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    DATA.mkdir(parents=True, exist_ok=True)
+    if args.what == "side":
+        Path(args.out).write_text(json.dumps(run_side(args.side, args.kernels, args.trials)))
+    elif args.what == "compare":
+        compare(args.kernels, args.trials)
+        report()
+    elif args.what == "resnet18":
+        tune_resnet18(args.per_kernel)
+        report()
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""Transfer-tuning: reuse schedules tuned for other models' kernels of the same class."""
+
+from .replay import Replay, postprocessors, replay, strip_postproc
+from .search import KernelTransfer, TransferResult, transfer_tune
+
+__all__ = [
+    "KernelTransfer",
+    "Replay",
+    "TransferResult",
+    "postprocessors",
+    "replay",
+    "strip_postproc",
+    "transfer_tune",
+]

@@ -1,0 +1,80 @@
+"""Replay a donor kernel's schedule trace on another kernel of the same class.
+
+A trace is applied without its postprocessing instructions, then the new kernel's own
+postprocessors run (plain replay of a full trace breaks on structural changes). Tile sizes
+that no longer divide the new extents are re-fitted by TVM without an error; we detect that by
+comparing the tile decisions before and after and report it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Trace
+
+from ..errors import error_line
+
+_TILE = "SamplePerfectTile"
+
+
+@dataclass
+class Replay:
+    """Outcome of replaying one trace: a schedule, or why there is none."""
+
+    schedule: Schedule | None
+    error: str | None = None
+    refitted: bool = False
+
+
+def strip_postproc(trace_json: Any) -> list:
+    """A trace JSON without the instructions from ``EnterPostproc`` on."""
+    insts, decisions = trace_json
+    cut = next((i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
+    return [insts[:cut], [d for d in decisions if d[0] < cut]]
+
+
+def _tile_decisions_json(trace_json: Any) -> list:
+    insts, decisions = trace_json
+    by_index = {index: value for index, value in decisions}
+    return [
+        [int(x) for x in by_index[i]]
+        for i, inst in enumerate(insts)
+        if inst[0] == _TILE and i in by_index
+    ]
+
+
+def _tile_decisions(trace: Trace) -> list:
+    return [
+        [int(x) for x in trace.decisions[inst]]
+        for inst in trace.insts
+        if inst.kind.name == _TILE and inst in trace.decisions
+    ]
+
+
+def postprocessors(mod, target) -> list:
+    """The postprocessors MetaSchedule's default space for ``target`` applies to ``mod``."""
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply")
+    return list(context.space_generator.postprocs)
+
+
+def replay(trace_json: Any, mod, postprocs: list) -> Replay:
+    """Apply ``trace_json`` (a MetaSchedule record's trace) to ``mod`` and post-process it."""
+    trace_json = strip_postproc(trace_json)
+    sch = Schedule(mod)
+    try:
+        Trace.apply_json_to_schedule(trace_json, sch)
+    except Exception as err:  # ScheduleError, InternalError on structural mismatch
+        return Replay(None, error_line(err))
+    refitted = _tile_decisions(sch.trace) != _tile_decisions_json(trace_json)
+    sch.enter_postproc()
+    for postproc in postprocs:
+        try:
+            ok = postproc.apply(sch)
+        except Exception as err:
+            return Replay(None, f"{type(postproc).__name__}: {error_line(err)}", refitted)
+        if not ok:
+            return Replay(None, f"postprocessor {type(postproc).__name__} rejected it", refitted)
+    return Replay(sch, None, refitted)

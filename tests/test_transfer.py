@@ -1,0 +1,131 @@
+"""Transfer-tuning: candidates by class, replay with failures and re-fits, numerics gate,
+and an end-to-end transfer between two tiny models."""
+
+import numpy as np
+import pytest
+import torch
+from tvm import te
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+
+from transtune.compile import compile_model
+from transtune.frontend import from_module
+from transtune.library import open_library, plain
+from transtune.library.database import LibraryDatabase
+from transtune.measure import load_cpu_tensor_intrinsics
+from transtune.targets import get_config
+from transtune.transfer import postprocessors, replay, strip_postproc, transfer_tune
+from transtune.transfer.search import _NumericsCheck
+from transtune.tuning import tune
+
+
+def matmul(m: int, n: int, k: int, transpose_b: bool = False):
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((n, k) if transpose_b else (k, n), name="B")
+    r = te.reduce_axis((0, k), name="r")
+    if transpose_b:
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[j, r], axis=r), name="C")
+    else:
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return ms.tune_context._normalize_mod(te.create_prim_func([a, b, c]))
+
+
+def conv(n: int = 1, c: int = 8, hw: int = 8):
+    data = te.placeholder((n, c, hw, hw), name="data")
+    weight = te.placeholder((c, c, 3, 3), name="w")
+    rc, ry, rx = te.reduce_axis((0, c)), te.reduce_axis((0, 3)), te.reduce_axis((0, 3))
+    out = te.compute(
+        (n, c, hw - 2, hw - 2),
+        lambda b, o, y, x: te.sum(
+            data[b, rc, y + ry, x + rx] * weight[o, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        name="conv",
+    )
+    return ms.tune_context._normalize_mod(te.create_prim_func([data, weight, out]))
+
+
+@pytest.fixture(scope="module")
+def target():
+    load_cpu_tensor_intrinsics()
+    return get_config("host").tvm_target()
+
+
+def sampled_trace(mod, target, seed: int = 1):
+    """A real MetaSchedule candidate: a design space with sampled decisions, post-processed."""
+    ctx = ms.TuneContext(
+        mod=mod, target=target, space_generator="post-order-apply", rand_state=seed
+    )
+    space = ctx.generate_design_space()[0]
+    new = Schedule(mod, seed=seed)
+    space.trace.apply_to_schedule(new, remove_postproc=True)
+    new.enter_postproc()
+    for postproc in ctx.space_generator.postprocs:
+        assert postproc.apply(new)
+    return plain(new.trace.as_json())
+
+
+def test_strip_postproc_cuts_at_the_marker(target):
+    trace = sampled_trace(matmul(32, 32, 32), target)
+    kinds = [inst[0] for inst in trace[0]]
+    assert "EnterPostproc" in kinds
+    stripped = strip_postproc(trace)
+    assert [inst[0] for inst in stripped[0]] == kinds[: kinds.index("EnterPostproc")]
+
+
+def test_replay_on_same_class_other_shapes(target):
+    trace = sampled_trace(matmul(64, 64, 64), target)
+    for shape in [(64, 64, 64), (32, 128, 64), (48, 80, 96)]:
+        mod = matmul(*shape)
+        result = replay(trace, mod, postprocessors(mod, target))
+        assert result.schedule is not None, result.error
+    same = replay(trace, matmul(64, 64, 64), postprocessors(matmul(64, 64, 64), target))
+    assert not same.refitted
+    odd = replay(trace, matmul(48, 80, 96), postprocessors(matmul(48, 80, 96), target))
+    assert odd.refitted  # 48/80/96 do not take the 64-extent tiles as they are
+
+
+def test_replay_failure_is_reported_not_raised(target):
+    trace = sampled_trace(matmul(32, 32, 32), target)
+    mod = conv()
+    result = replay(trace, mod, postprocessors(mod, target))
+    assert result.schedule is None and result.error
+
+
+def test_numerics_gate_rejects_a_wrong_kernel(target, tmp_path):
+    import tvm
+
+    right, wrong = matmul(16, 16, 16), matmul(16, 16, 16, transpose_b=True)
+    check = _NumericsCheck(right, target)
+    for mod, ok in ((right, True), (wrong, False)):
+        path = str(tmp_path / f"{ok}.so")
+        tvm.compile(mod, target=target).export_library(path)
+        verdict = check(mod, path)
+        assert (verdict is None) == ok, verdict
+
+
+def mlp(inp: int, out: int, batch: int, name: str):
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(inp, out), torch.nn.ReLU()).eval()
+    return from_module(module, (torch.randn(batch, inp),), name=name)
+
+
+def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
+    donor, new = mlp(64, 64, 16, "donor_mlp"), mlp(96, 48, 8, "new_mlp")
+    with open_library(tmp_path / "lib.db") as lib:
+        tune(donor, lib, "host", trials=16, num_trials_per_iter=8)
+        result = transfer_tune(new, lib, "host", max_candidates=4)
+        (k,) = [k for k in result.kernels if k.kernel.kernel_class == "matmul+add+relu"]
+        assert k.tried == 1 and k.donor.startswith("donor_mlp")
+        assert k.best_secs < k.untuned_secs
+        assert result.estimated_latency < result.untuned_latency
+        records = lib.query(
+            "SELECT provenance, donor FROM records WHERE provenance = 'transferred'"
+        )
+        assert records == [("transferred", k.donor)]
+        compiled = compile_model(new, "host", LibraryDatabase(lib, get_config("host").tvm_target()))
+        assert compiled.missing_records == []
+        expected = new.torch_module(*new.torch_inputs()).detach().numpy()
+        np.testing.assert_allclose(compiled.run(new.inputs)[0], expected, rtol=1e-4, atol=1e-5)
+        # Donors can be restricted: no donor from an unknown model, so nothing is tried.
+        again = transfer_tune(new, lib, "host", donors=["resnet18"])
+        assert all(k.tried == 0 for k in again.kernels)
