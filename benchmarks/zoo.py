@@ -4,6 +4,8 @@ For each model: kernels, classes, GFLOPs, and latency of untuned TVM (TVM's defa
 which applies no schedules), PyTorch eager and ONNX Runtime at the same thread count, with
 numerics checked against PyTorch. Writes one JSON per model to docs/results/zoo/ (the run
 resumes: models already there are skipped unless --force) and docs/results/zoo.md + zoo.png.
+Each model is measured in a fresh process: runtimes left over from earlier models in the same
+process (thread pools, sessions) were seen to slow ONNX Runtime down up to 4x.
 
     python benchmarks/zoo.py [--models a,b] [--repeat 3] [--force]
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -129,7 +133,12 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated subset (default: the whole zoo)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--force", action="store_true", help="re-measure models already done")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # measure one model, in this process
     args = parser.parse_args()
+    if args.one:
+        path = OUT / "zoo" / f"{args.one}.json"
+        path.write_text(json.dumps(measure(args.one, args.repeat), indent=1))
+        return
     names = args.models.split(",") if args.models else [s.name for s in zoo.list_models()]
     (OUT / "zoo").mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -138,8 +147,8 @@ def main() -> None:
             continue
         console.print(f"[bold]{name}[/bold] ...")
         start = time.perf_counter()
-        result = measure(name, args.repeat)
-        path.write_text(json.dumps(result, indent=1))
+        cmd = [sys.executable, __file__, "--one", name, "--repeat", str(args.repeat)]
+        subprocess.run(cmd, check=True)
         console.print(f"  done in {time.perf_counter() - start:.0f} s")
     results = [
         json.loads((OUT / "zoo" / f"{s.name}.json").read_text())

@@ -126,9 +126,11 @@ def parse_url(url: str | Path) -> Path:
 
 
 def plain(obj: Any) -> Any:
-    """A TVM FFI container (Array, Map, String) as plain Python, for JSON."""
+    """A TVM FFI container (Array, Map, String, IntImm) as plain Python, for JSON."""
     if isinstance(obj, str | int | float | bool) or obj is None:
         return obj
+    if hasattr(obj, "value") and isinstance(obj.value, int | float):  # IntImm, FloatImm
+        return obj.value
     if hasattr(obj, "items"):
         return {str(k): plain(v) for k, v in obj.items()}
     if hasattr(obj, "__iter__"):

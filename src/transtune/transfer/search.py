@@ -112,12 +112,12 @@ def find_candidates(
 class _NumericsCheck:
     """Compares a built candidate with the untuned kernel on the same random inputs."""
 
-    def __init__(self, kernel: Kernel, target, seed: int = 0) -> None:
+    def __init__(self, mod, target, seed: int = 0) -> None:
         import tvm
 
         self.device = tvm.cpu()
         rng = np.random.default_rng(seed)
-        args = ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])
+        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
         self.inputs = []
         for arg in args:
             shape, dtype = [int(d) for d in arg.shape], str(arg.dtype)
@@ -125,7 +125,7 @@ class _NumericsCheck:
                 self.inputs.append(rng.standard_normal(shape).astype(dtype))
             else:  # indices: zeros are valid for any gather
                 self.inputs.append(np.zeros(shape, dtype=dtype))
-        reference = tvm.compile(kernel.mod, target=target)
+        reference = tvm.compile(mod, target=target)
         self.expected = self._run(reference)
 
     def _run(self, lib) -> list[np.ndarray]:
@@ -207,7 +207,7 @@ def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder,
         donors.append(candidate)
     if not schedules:
         return
-    check = _NumericsCheck(kernel, target)
+    check = _NumericsCheck(kernel.mod, target)
     measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
     best = None
     for sch, candidate, m in zip(schedules, donors, measured, strict=True):
