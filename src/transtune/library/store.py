@@ -349,17 +349,10 @@ class Library:
         sql = (
             "SELECT r.id, r.workload_id, t.key, r.trace, r.args_info, r.run_secs, r.mean_secs, "
             "r.provenance, r.donor, r.run_id, r.tvm_version FROM records r "
-            "JOIN targets t ON t.id = r.target_id WHERE 1 = 1"
+            "JOIN targets t ON t.id = r.target_id"
         )
-        params: list[Any] = []
-        if workload_id is not None:
-            sql += " AND r.workload_id = ?"
-            params.append(workload_id)
-        if target is not None:
-            sql += " AND t.key = ?"
-            params.append(target if isinstance(target, str) else target_key(target))
-        if ok_only:
-            sql += f" AND r.mean_secs < {FAILED_SECONDS}"
+        where, params = _record_filter(workload_id, target, ok_only)
+        sql += where
         sql += " ORDER BY r.mean_secs, r.id"
         if top_k is not None:
             sql += f" LIMIT {int(top_k)}"
@@ -367,7 +360,7 @@ class Library:
             Record(
                 rid, wid, key, json.loads(tr), json.loads(ai), json.loads(rs), ms_, pv, dn, run, tv
             )
-            for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self.query(sql, tuple(params))
+            for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self.query(sql, params)
         ]
 
     def best_by_class(self, kernel_class: str, target: Any) -> list[tuple[int, float, str, Record]]:
@@ -394,15 +387,9 @@ class Library:
         ]  # fmt: skip
 
     def count_records(self, workload_id: int | None = None, target: Any = None) -> int:
-        sql = "SELECT COUNT(*) FROM records r JOIN targets t ON t.id = r.target_id WHERE 1 = 1"
-        params: list[Any] = []
-        if workload_id is not None:
-            sql += " AND r.workload_id = ?"
-            params.append(workload_id)
-        if target is not None:
-            sql += " AND t.key = ?"
-            params.append(target if isinstance(target, str) else target_key(target))
-        return self.query(sql, tuple(params))[0][0]
+        where, params = _record_filter(workload_id, target)
+        sql = "SELECT COUNT(*) FROM records r JOIN targets t ON t.id = r.target_id" + where
+        return self.query(sql, params)[0][0]
 
     # -- runs and tuning curves --------------------------------------------------------------
 
@@ -466,6 +453,22 @@ class Library:
             ),
             "foreign_tvm_versions": self.foreign_versions(),
         }
+
+
+def _record_filter(
+    workload_id: int | None, target: Any, ok_only: bool = False
+) -> tuple[str, tuple]:
+    """SQL ``WHERE`` clause (over ``records r`` joined with ``targets t``) and its parameters."""
+    clauses, params = ["1 = 1"], []
+    if workload_id is not None:
+        clauses.append("r.workload_id = ?")
+        params.append(workload_id)
+    if target is not None:
+        clauses.append("t.key = ?")
+        params.append(target if isinstance(target, str) else target_key(target))
+    if ok_only:
+        clauses.append(f"r.mean_secs < {FAILED_SECONDS}")
+    return " WHERE " + " AND ".join(clauses), tuple(params)
 
 
 def _decode_mod(blob: bytes):
