@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/transtune bench resnet18 --json docs/results/demo.json
+	$(VENV)/bin/transtune bench resnet18 --json runs/demo.json
 
 test: setup
 	$(PY) -m pytest -q

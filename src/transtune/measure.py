@@ -7,8 +7,11 @@ anything. :class:`WarmBuilder` keeps its workers alive across batches (recycled 
 needs none), and links each candidate into a shared library inside the parallel build worker,
 so that the (serial) runner only has to ``dlopen`` it instead of untarring and linking.
 
-Building never overlaps measuring: MetaSchedule joins the runner before it generates and
-builds the next batch, so a kernel is always timed on an otherwise idle host.
+Known limitation: ``LocalRunner`` measures asynchronously, and MetaSchedule's gradient task
+scheduler only joins a task's runner when it next picks that task. In its first round over all
+tasks the runner therefore times one task's batch while the next task's batch is generated and
+built, on the same 2 cores (stock MetaSchedule does the same). Making the runner wait before
+the next build is the fix still to be measured.
 """
 
 from __future__ import annotations
