@@ -66,15 +66,16 @@ class TuneResult:
 
     @property
     def estimated_latency(self) -> float:
-        return sum(s.kernel.weight * s.best_secs for s in self.kernels)
+        return estimate_latency(self.kernels)
 
     @property
     def untuned_latency(self) -> float:
-        return sum(s.kernel.weight * s.untuned_secs for s in self.kernels)
+        return estimate_latency(self.kernels, "untuned_secs")
 
 
-def estimate_latency(states: list[KernelState]) -> float:
-    return sum(s.kernel.weight * s.best_secs for s in states)
+def estimate_latency(states: list, field: str = "best_secs") -> float:
+    """End-to-end latency estimate: sum over kernels of weight x seconds (``best_secs``)."""
+    return sum(s.kernel.weight * getattr(s, field) for s in states)
 
 
 @derived_object

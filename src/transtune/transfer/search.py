@@ -29,7 +29,7 @@ from ..measure import (
 )
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, extract_kernels
-from ..tuning import measure_untuned
+from ..tuning import estimate_latency, measure_untuned
 from .replay import postprocessors, replay
 
 RTOL = 1e-3  # a transferred kernel's outputs must be within RTOL x max|reference|
@@ -78,11 +78,11 @@ class TransferResult:
 
     @property
     def untuned_latency(self) -> float:
-        return sum(k.kernel.weight * k.untuned_secs for k in self.kernels)
+        return estimate_latency(self.kernels, "untuned_secs")
 
     @property
     def estimated_latency(self) -> float:
-        return sum(k.kernel.weight * k.best_secs for k in self.kernels)
+        return estimate_latency(self.kernels)
 
 
 def rank_candidates(kernel: Kernel, candidates: list[Candidate], limit: int) -> list[Candidate]:
