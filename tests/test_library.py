@@ -12,7 +12,7 @@ from tvm.s_tir import meta_schedule as ms
 from transtune.library import LibraryError, open_library, target_key
 from transtune.library.database import LibraryDatabase
 from transtune.library.jsondb import export_json, import_json
-from transtune.measure import WarmBuilder, load_cpu_tensor_intrinsics
+from transtune.measure import load_cpu_tensor_intrinsics, warm_builder
 from transtune.targets import get_config
 
 
@@ -29,10 +29,11 @@ def tuned_work_dir(tmp_path_factory):
     """A real MetaSchedule JSON work dir: tune_tir, a few trials of a tiny matmul."""
     load_cpu_tensor_intrinsics()
     work_dir = tmp_path_factory.mktemp("ms")
-    ms.tune_tir(
-        matmul(32), get_config("host").tvm_target(), str(work_dir),
-        max_trials_global=8, num_trials_per_iter=8, seed=0, builder=WarmBuilder(),
-    )  # fmt: skip
+    with warm_builder() as builder:
+        ms.tune_tir(
+            matmul(32), get_config("host").tvm_target(), str(work_dir),
+            max_trials_global=8, num_trials_per_iter=8, seed=0, builder=builder,
+        )  # fmt: skip
     return work_dir
 
 

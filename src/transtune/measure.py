@@ -23,6 +23,8 @@ import platform
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tvm.ir.utils import derived_object
@@ -115,6 +117,19 @@ class WarmBuilder(ms.builder.PyBuilder):
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+@contextmanager
+def warm_builder(builder=None, max_workers: int | None = None) -> Iterator:
+    """``builder`` as given, or a new :class:`WarmBuilder` whose workers stop on exit."""
+    if builder is not None:
+        yield builder
+        return
+    owned = WarmBuilder(max_workers=max_workers)
+    try:
+        yield owned
+    finally:
+        owned.shutdown()
 
 
 def local_runner(evaluator: ms.runner.EvaluatorConfig = EVALUATOR, timeout_sec: float = 30.0):

@@ -26,10 +26,10 @@ from .library import FAILED_SECONDS, Library, target_key
 from .library.database import LibraryDatabase
 from .measure import (
     EVALUATOR,
-    WarmBuilder,
     load_cpu_tensor_intrinsics,
     local_runner,
     measure_modules,
+    warm_builder,
 )
 from .targets import TargetConfig, get_config
 from .tasks import Kernel, extract_kernels
@@ -126,7 +126,7 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
         self.tuner = tuner
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        self.tuner.on_batch(task_scheduler, task_id, builder_results, runner_results)
+        self.tuner.on_batch(task_id, builder_results, runner_results)
 
 
 class _Tuner:
@@ -159,7 +159,7 @@ class _Tuner:
         self.library.add_curve_point(self.run_id, *point)
         self.curve.append(point)
 
-    def on_batch(self, scheduler, task_id, builder_results, runner_results) -> None:
+    def on_batch(self, task_id, builder_results, runner_results) -> None:
         state = self.task_states[task_id]
         for b, r in zip(builder_results, runner_results, strict=True):
             secs = [float(s) for s in r.run_secs] if r.run_secs is not None else []
@@ -236,80 +236,79 @@ def tune_kernels(
         run_id, "tune", name, key,
         {"trials": trials, "per_kernel": per_kernel, "seed": seed, "cost_model": cost_model},
     )  # fmt: skip
-    builder = builder or WarmBuilder(max_workers=config.num_threads)
     runner = runner or local_runner(EVALUATOR)
+    with warm_builder(builder, config.num_threads) as builder:
+        states: list[KernelState] = []
+        for k in kernels:
+            wid = library.add_workload(k.mod, k.kernel_class, k.flops, name, k.name, k.weight)
+            best = library.records(wid, key, top_k=1, ok_only=True)
+            states.append(
+                KernelState(k, wid, float("nan"), best[0].mean_secs if best else FAILED_SECONDS,
+                            library.count_records(wid, key))
+            )  # fmt: skip
+        for state, secs in zip(
+            states, measure_untuned(kernels, target, builder, runner), strict=True
+        ):
+            state.untuned_secs = secs
+            state.best_secs = min(state.best_secs, secs)
 
-    states: list[KernelState] = []
-    for k in kernels:
-        wid = library.add_workload(k.mod, k.kernel_class, k.flops, name, k.name, k.weight)
-        best = library.records(wid, key, top_k=1, ok_only=True)
-        states.append(
-            KernelState(k, wid, float("nan"), best[0].mean_secs if best else FAILED_SECONDS,
-                        library.count_records(wid, key))
-        )  # fmt: skip
-    for state, secs in zip(states, measure_untuned(kernels, target, builder, runner), strict=True):
-        state.untuned_secs = secs
-        state.best_secs = min(state.best_secs, secs)
+        done_trials = sum(s.trials for s in states)
+        per_kernel = per_kernel if per_kernel is not None else trials
+        remaining = None if trials is None else max(0, trials - done_trials)
+        todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
+        tuner = _Tuner(library, run_id, states, remaining, on_update)
+        result = TuneResult(name, config.name, run_id, states, tuner.curve)
+        if not todo or remaining == 0:
+            result.stopped = "done"
+            return result
 
-    done_trials = sum(s.trials for s in states)
-    per_kernel = per_kernel if per_kernel is not None else trials
-    remaining = None if trials is None else max(0, trials - done_trials)
-    todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
-    tuner = _Tuner(library, run_id, states, remaining, on_update)
-    result = TuneResult(name, config.name, run_id, states, tuner.curve)
-    if not todo or remaining == 0:
-        result.stopped = "done"
+        load_cpu_tensor_intrinsics()
+        tasks, weights = [], []
+        rand_states = ms.utils.fork_seed(seed, n=len(todo))
+        big = 10**9
+        for i, rand_state in zip(todo, rand_states, strict=True):
+            k = states[i].kernel
+            cap = big if per_kernel is None else per_kernel - states[i].trials
+            search = BudgetedSearch(
+                ms.search_strategy.SearchStrategy.create("evolutionary"), cap, tuner.should_stop
+            )
+            tasks.append(
+                ms.TuneContext(
+                    mod=k.mod,
+                    target=target,
+                    space_generator="post-order-apply",
+                    search_strategy=search,
+                    task_name=k.name,
+                    rand_state=rand_state,
+                    num_threads=config.num_threads,
+                ).clone()
+            )
+            weights.append(float(k.weight))
+        tuner.task_states = [states[i] for i in todo]
+        if time_budget is not None:
+            tuner.deadline = time.perf_counter() + time_budget
+        database = LibraryDatabase(library, target, "tuned", run_id, config.name)
+        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
+        model_cost = ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
+        previous = signal.signal(signal.SIGINT, tuner.interrupt)
+        try:
+            ms.task_scheduler.TaskScheduler.create("gradient").tune(
+                tasks=tasks,
+                task_weights=weights,
+                max_trials_global=remaining if remaining is not None else big,
+                max_trials_per_task=per_kernel if per_kernel is not None else big,
+                num_trials_per_iter=num_trials_per_iter,
+                builder=builder,
+                runner=runner,
+                measure_callbacks=callbacks,
+                database=database,
+                cost_model=model_cost,
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        library.finish_run(run_id)
+        result.new_trials = tuner.new_trials
+        result.failures = tuner.failures
+        result.seconds = time.perf_counter() - tuner.start
+        result.stopped = tuner.stop_reason or "budget"
         return result
-
-    load_cpu_tensor_intrinsics()
-    tasks, weights = [], []
-    rand_states = ms.utils.fork_seed(seed, n=len(todo))
-    big = 10**9
-    for i, rand_state in zip(todo, rand_states, strict=True):
-        k = states[i].kernel
-        cap = big if per_kernel is None else per_kernel - states[i].trials
-        search = BudgetedSearch(
-            ms.search_strategy.SearchStrategy.create("evolutionary"), cap, tuner.should_stop
-        )
-        tasks.append(
-            ms.TuneContext(
-                mod=k.mod,
-                target=target,
-                space_generator="post-order-apply",
-                search_strategy=search,
-                task_name=k.name,
-                rand_state=rand_state,
-                num_threads=config.num_threads,
-            ).clone()
-        )
-        weights.append(float(k.weight))
-    tuner.task_states = [states[i] for i in todo]
-    if time_budget is not None:
-        tuner.deadline = time.perf_counter() + time_budget
-    database = LibraryDatabase(library, target, "tuned", run_id, config.name)
-    callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
-    model_cost = ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
-    previous = signal.signal(signal.SIGINT, tuner.interrupt)
-    try:
-        ms.task_scheduler.TaskScheduler.create("gradient").tune(
-            tasks=tasks,
-            task_weights=weights,
-            max_trials_global=remaining if remaining is not None else big,
-            max_trials_per_task=per_kernel if per_kernel is not None else big,
-            num_trials_per_iter=num_trials_per_iter,
-            builder=builder,
-            runner=runner,
-            measure_callbacks=callbacks,
-            database=database,
-            cost_model=model_cost,
-        )
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if isinstance(builder, WarmBuilder):
-            builder.shutdown()
-    library.finish_run(run_id)
-    result.new_trials = tuner.new_trials
-    result.failures = tuner.failures
-    result.seconds = time.perf_counter() - tuner.start
-    result.stopped = tuner.stop_reason or "budget"
-    return result

@@ -22,10 +22,10 @@ from ..frontend import ImportedModel
 from ..library import Library, Record, plain, target_key
 from ..measure import (
     EVALUATOR,
-    WarmBuilder,
     load_cpu_tensor_intrinsics,
     local_runner,
     measure_modules,
+    warm_builder,
 )
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, extract_kernels
@@ -165,11 +165,10 @@ def transfer_tune(
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
     kernels = extract_kernels(model.mod, target)
-    builder = builder or WarmBuilder(max_workers=config.num_threads)
     runner = runner or local_runner(EVALUATOR)
     donor_set = set(donors) if donors else None
     results = []
-    try:
+    with warm_builder(builder, config.num_threads) as builder:
         untuned = measure_untuned(kernels, target, builder, runner)
         for kernel, base in zip(kernels, untuned, strict=True):
             wid = library.add_workload(
@@ -185,9 +184,6 @@ def transfer_tune(
             results.append(outcome)
             if on_kernel is not None:
                 on_kernel(outcome)
-    finally:
-        if isinstance(builder, WarmBuilder):
-            builder.shutdown()
     return TransferResult(model.name, config.name, results, time.perf_counter() - start)
 
 
