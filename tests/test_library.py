@@ -164,3 +164,28 @@ def test_library_cli_import_info_ls_export(tuned_work_dir, tmp_path, capsys):
     assert "imported" in capsys.readouterr().out
     assert main(["library", "export", str(tmp_path / "out"), "--library", url]) == 0
     assert (tmp_path / "out" / "database_tuning_record.json").read_text().count("\n") == 8
+
+
+def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
+    host = get_config("host").tvm_target()
+    with open_library(tmp_path / "a.db") as a, open_library(tmp_path / "b.db") as b:
+        wid = a.add_workload(matmul(16), "matmul", 2 * 16**3, model="m1", kernel_name="mm")
+        a.start_run("tune:m1:host", "tune", "m1", target_key(host), {})
+        a.add_curve_point("tune:m1:host", 1, 1.0, 3e-3)
+        for secs in (3e-3, 1e-3, 2e-3):
+            a.add_record(wid, host, [[], []], [secs], run_id="tune:m1:host", target_name="host")
+        a.add_record(wid, host, [[], []], [])  # failed: never copied with top_k
+        a.add_record(wid, host, [[], []], [5e-4], provenance="transferred", donor="x#w9")
+        # b already holds the same workload from another model: the merge reuses it.
+        bid = b.add_workload(matmul(16), "matmul", model="m2")
+        assert b.merge(a, top_k=2) == (1, 2)
+        assert [r.mean_secs for r in b.records(bid, host)] == [5e-4, 1e-3]
+        assert b.records(bid, host)[0].donor == "x#w9"
+        assert b.info()["models"] == ["m1", "m2"]
+        assert b.curve("tune:m1:host") == [(1, 1.0, 3e-3)]
+        tuned = LibraryDatabase(b, host, read=("tuned",))
+        (best,) = tuned.get_top_k(ms.database.Workload(matmul(16)), 1)
+        assert float(best.run_secs[0]) == pytest.approx(1e-3)
+        assert len(tuned.get_all_tuning_records()) == 1
+        assert b.merge(a) == (1, 5)  # everything, failures included
+        assert b.count_records(bid) == 7 and len(b.curve("tune:m1:host")) == 1

@@ -116,6 +116,8 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         result = transfer_tune(new, lib, "host", max_candidates=4)
         (k,) = [k for k in result.kernels if k.kernel.kernel_class == "matmul+add+relu"]
         assert k.tried == 1 and k.donor.startswith("donor_mlp")
+        (donor_wid,) = k.chosen["shape"]
+        assert k.measured == {donor_wid: k.best_secs}
         assert k.best_secs < k.untuned_secs
         assert result.estimated_latency < result.untuned_latency
         records = lib.query(
@@ -129,3 +131,14 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         # Donors can be restricted: no donor from an unknown model, so nothing is tried.
         again = transfer_tune(new, lib, "host", donors=["resnet18"])
         assert all(k.tried == 0 for k in again.kernels)
+        assert not again.fully_tuned(lib)  # it has transferred records only
+        # A model with the donor's very kernel gets that workload's tuned schedule as the
+        # first candidate (an exact match), then new_mlp's transferred one, under every policy.
+        twin = transfer_tune(mlp(64, 64, 16, "twin_mlp"), lib, "host", policy=["shape", "speed"])
+        (t,) = [k for k in twin.kernels if k.kernel.kernel_class == "matmul+add+relu"]
+        assert t.chosen["shape"] == [
+            lib.find_workload(t.kernel.mod),
+            lib.find_workload(k.kernel.mod),
+        ]
+        assert sorted(t.chosen["speed"]) == sorted(t.chosen["shape"]) == sorted(t.measured)
+        assert twin.fully_tuned(lib)

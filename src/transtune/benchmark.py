@@ -157,8 +157,12 @@ def benchmark(
     repeat: int = 5,
     min_repeat_ms: int = 200,
     runtimes: tuple[str, ...] = ("tvm", "pytorch", "onnxruntime"),
+    label: str | None = None,
 ) -> BenchResult:
-    """Measure ``model`` with TVM (tuned from ``database`` when given) and its peers."""
+    """Measure ``model`` with TVM (tuned from ``database`` when given) and its peers.
+
+    ``label`` names the TVM timing (default ``tvm-tuned`` with a database, else
+    ``tvm-untuned``)."""
     if not isinstance(config, TargetConfig):
         config = get_config(config)
     n = config.num_threads
@@ -178,7 +182,7 @@ def benchmark(
             result.missing_records = compiled.missing_records
         expected = runners[reference]() if reference in runners else None
         if compiled is not None:
-            label = "tvm-tuned" if database is not None else "tvm-untuned"
+            label = label or ("tvm-tuned" if database is not None else "tvm-untuned")
             seconds = compiled.time(model.inputs, repeat, min_repeat_ms)
             err = max_rel_err(compiled.run(model.inputs), expected) if expected else None
             result.timings.append(Timing(label, seconds, err))

@@ -203,29 +203,22 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
     from .tuning import tune
 
     config = get_config(args.target)
+    target = config.tvm_target()
     with open_library(args.library) as lib:
         model = load(args.model, args.batch, args.size)
         with console.status(f"transfer-tuning {model.name}") as status:
             result = transfer_tune(
                 model, lib, config, donors=args.donors.split(",") if args.donors else None,
-                max_candidates=args.max_candidates,
+                max_candidates=args.max_candidates, policy=args.policy,
                 on_kernel=lambda k: status.update(f"{k.kernel.name}: {k.speedup:.1f}x"),
             )  # fmt: skip
         table = Table(
-            title=f"{model.name}: transfer-tuning on {config.name} "
+            title=f"{model.name}: transfer-tuning on {config.name}, {args.policy} policy "
             f"({result.search_seconds:.0f} s search)"
         )
-        for col in (
-            "kernel",
-            "class",
-            "weight",
-            "donor",
-            "tried",
-            "failed",
-            "untuned ms",
-            "transferred ms",
-            "speedup",
-        ):
+        columns = ("kernel", "class", "weight", "donor", "tried", "failed", "untuned ms",
+                   "transferred ms", "speedup")  # fmt: skip
+        for col in columns:
             table.add_column(
                 col, justify="left" if col in ("kernel", "class", "donor") else "right"
             )
@@ -239,15 +232,20 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
         if args.budget:
             tuned = tune(model, lib, config, time_budget=args.budget)
             console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
-        database = LibraryDatabase(lib, config.tvm_target())
-        bench = benchmark(model, config, database, repeat=args.repeat)
-        untuned = benchmark(model, config, None, repeat=3, runtimes=("tvm",))
+        timings = benchmark(model, config, None, repeat=3, runtimes=("tvm",)).timings
+        bench = benchmark(
+            model, config, LibraryDatabase(lib, target), args.repeat, label="tvm-transferred"
+        )
+        timings += bench.timings[:1]
+        if result.fully_tuned(lib):
+            full = LibraryDatabase(lib, target, read=("tuned",))
+            timings += benchmark(model, config, full, args.repeat, runtimes=("tvm",)).timings
+        timings += bench.timings[1:]
     table = Table(title=f"{model.name} end to end, {config.num_threads} threads")
     table.add_column("runtime")
     table.add_column("median ms", justify="right")
-    for t in [*untuned.timings, *bench.timings]:
-        name = "tvm-transferred" if t.runtime == "tvm-tuned" else t.runtime
-        table.add_row(name, f"{t.median_ms:.2f}")
+    for t in timings:
+        table.add_row(t.runtime, f"{t.median_ms:.2f}")
     console.print(table)
 
 
@@ -304,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-candidates", type=int, default=8, help="donor schedules per kernel")
     p.add_argument("--budget", type=float, help="then continue with MetaSchedule search, s")
     p.add_argument("--repeat", type=int, default=5, help="timed repeats end to end")
+    p.add_argument(
+        "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],
+        help="how donor schedules are picked per kernel",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_transfer)
 
     p = sub.add_parser("library", help="inspect, import into and export a schedule library")

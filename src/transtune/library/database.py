@@ -15,7 +15,10 @@ from .store import Library, target_key
 
 @derived_object
 class LibraryDatabase(ms.database.PyDatabase):
-    """A view of ``library`` for one target; new records get ``provenance`` and ``run_id``."""
+    """A view of ``library`` for one target; new records get ``provenance`` and ``run_id``.
+
+    ``read``: only records of these provenances are visible to queries (e.g. ``("tuned",)``
+    to compile a model with its fully tuned schedules only)."""
 
     def __init__(
         self,
@@ -24,6 +27,7 @@ class LibraryDatabase(ms.database.PyDatabase):
         provenance: str = "tuned",
         run_id: str | None = None,
         target_name: str | None = None,
+        read: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
         self.library = library
@@ -31,6 +35,7 @@ class LibraryDatabase(ms.database.PyDatabase):
         self.provenance = provenance
         self.run_id = run_id
         self.target_name = target_name
+        self.read = read
         self.committed = 0
 
     def has_workload(self, mod) -> bool:
@@ -59,13 +64,15 @@ class LibraryDatabase(ms.database.PyDatabase):
         workload_id = self.library.find_workload(workload.mod)
         if workload_id is None:
             return []
-        records = self.library.records(workload_id, self.target_key, top_k, ok_only=True)
+        records = self.library.records(
+            workload_id, self.target_key, top_k, ok_only=True, provenance=self.read
+        )
         return [ms.database.TuningRecord.from_json(r.as_json(), workload) for r in records]
 
     def get_all_tuning_records(self) -> list:
         workloads: dict[int, object] = {}
         out = []
-        for r in self.library.records(target=self.target_key):
+        for r in self.library.records(target=self.target_key, provenance=self.read):
             if r.workload_id not in workloads:
                 workloads[r.workload_id] = ms.database.Workload(
                     self.library.workload_mod(r.workload_id)

@@ -344,14 +344,16 @@ class Library:
         target: Any = None,
         top_k: int | None = None,
         ok_only: bool = False,
+        provenance: tuple[str, ...] | None = None,
     ) -> list[Record]:
-        """Records, best first (by mean seconds), filtered by workload and target."""
+        """Records, best first (by mean seconds), filtered by workload, target and how they
+        were obtained (``provenance``, e.g. ``("tuned",)``)."""
         sql = (
             "SELECT r.id, r.workload_id, t.key, r.trace, r.args_info, r.run_secs, r.mean_secs, "
             "r.provenance, r.donor, r.run_id, r.tvm_version FROM records r "
             "JOIN targets t ON t.id = r.target_id"
         )
-        where, params = _record_filter(workload_id, target, ok_only)
+        where, params = _record_filter(workload_id, target, ok_only, provenance)
         sql += where
         sql += " ORDER BY r.mean_secs, r.id"
         if top_k is not None:
@@ -390,6 +392,46 @@ class Library:
         where, params = _record_filter(workload_id, target)
         sql = "SELECT COUNT(*) FROM records r JOIN targets t ON t.id = r.target_id" + where
         return self.query(sql, params)[0][0]
+
+    def merge(self, other: Library, top_k: int | None = None) -> tuple[int, int]:
+        """Copy ``other``'s workloads, their models, runs, curves and records (only the
+        ``top_k`` fastest successful ones per workload and target, when given) into this
+        library, in one transaction. Returns (workloads, records) copied."""
+        ids: dict[int, int] = {}
+        for wid, blob, kernel_class, flops in other.query(
+            "SELECT id, mod_json, kernel_class, flops FROM workloads"
+        ):
+            ids[wid] = self.add_workload(_decode_mod(blob), kernel_class, flops)
+        rank = "ROW_NUMBER() OVER (PARTITION BY r.workload_id, t.id ORDER BY r.mean_secs, r.id)"
+        rows = other.query(
+            f"SELECT * FROM (SELECT r.workload_id, t.key, t.name, r.trace, r.args_info, "
+            f"r.run_secs, r.mean_secs, r.provenance, r.donor, r.run_id, r.tvm_version, "
+            f"r.created, {rank} AS n FROM records r JOIN targets t ON t.id = r.target_id"
+            + (f" WHERE r.mean_secs < {FAILED_SECONDS}) WHERE n <= {int(top_k)}" if top_k else ")")
+        )
+        targets = {key: self._target_id(key, name) for _, key, name, *_ in rows}
+        with self.transaction() as cur:
+            cur.executemany(
+                "INSERT OR REPLACE INTO workload_models VALUES (?, ?, ?, ?)",
+                [(ids[w], *rest) for w, *rest in other.query("SELECT * FROM workload_models")],
+            )
+            cur.executemany(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                other.query("SELECT * FROM runs"),
+            )
+            for (run_id,) in other.query("SELECT run_id FROM runs"):
+                if not cur.execute("SELECT 1 FROM curve WHERE run_id = ?", (run_id,)).fetchone():
+                    cur.executemany(
+                        "INSERT INTO curve VALUES (?, ?, ?, ?)",
+                        other.query("SELECT * FROM curve WHERE run_id = ?", (run_id,)),
+                    )
+            cur.executemany(
+                "INSERT INTO records (workload_id, target_id, trace, args_info, run_secs, "
+                "mean_secs, provenance, donor, run_id, tvm_version, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(ids[w], targets[key], *rest[:-1]) for w, key, _name, *rest in rows],
+            )
+        return len(ids), len(rows)
 
     # -- runs and tuning curves --------------------------------------------------------------
 
@@ -456,7 +498,10 @@ class Library:
 
 
 def _record_filter(
-    workload_id: int | None, target: Any, ok_only: bool = False
+    workload_id: int | None,
+    target: Any,
+    ok_only: bool = False,
+    provenance: tuple[str, ...] | None = None,
 ) -> tuple[str, tuple]:
     """SQL ``WHERE`` clause (over ``records r`` joined with ``targets t``) and its parameters."""
     clauses, params = ["1 = 1"], []
@@ -468,6 +513,9 @@ def _record_filter(
         params.append(target if isinstance(target, str) else target_key(target))
     if ok_only:
         clauses.append(f"r.mean_secs < {FAILED_SECONDS}")
+    if provenance:
+        clauses.append(f"r.provenance IN ({', '.join('?' * len(provenance))})")
+        params.extend(provenance)
     return " WHERE " + " AND ".join(clauses), tuple(params)
 
 

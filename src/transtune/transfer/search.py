@@ -10,16 +10,15 @@ correct one wins if it beats the untuned kernel, and is committed to the library
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from tvm.s_tir import meta_schedule as ms
 
 from ..frontend import ImportedModel
-from ..library import Library, Record, plain, target_key
+from ..library import Library, plain, target_key
 from ..measure import (
     EVALUATOR,
     load_cpu_tensor_intrinsics,
@@ -30,23 +29,10 @@ from ..measure import (
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, extract_kernels
 from ..tuning import estimate_latency, measure_untuned
+from .policies import DEFAULT_POLICY, Candidate, get_policy
 from .replay import postprocessors, replay
 
 RTOL = 1e-3  # a transferred kernel's outputs must be within RTOL x max|reference|
-
-
-@dataclass
-class Candidate:
-    """A donor schedule for one kernel."""
-
-    workload_id: int
-    models: str
-    flops: float
-    record: Record
-
-    @property
-    def donor(self) -> str:
-        return f"{self.models or '?'}#w{self.workload_id}"
 
 
 @dataclass
@@ -63,6 +49,9 @@ class KernelTransfer:
     wrong: int = 0  # failed the numerics check
     failed: int = 0  # failed to build or run
     errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # replay, build, check and measurement time of this kernel
+    measured: dict[int, float | None] = field(default_factory=dict)  # donor workload -> s
+    chosen: dict[str, list[int]] = field(default_factory=dict)  # policy -> donor workloads
 
     @property
     def speedup(self) -> float:
@@ -75,6 +64,7 @@ class TransferResult:
     config: str
     kernels: list[KernelTransfer]
     search_seconds: float
+    target_key: str
 
     @property
     def untuned_latency(self) -> float:
@@ -84,28 +74,24 @@ class TransferResult:
     def estimated_latency(self) -> float:
         return estimate_latency(self.kernels)
 
+    def fully_tuned(self, library: Library) -> bool:
+        """Whether ``library`` holds a tuned (not transferred) record for every kernel."""
+        key = self.target_key
+        for k in self.kernels:
+            wid = library.find_workload(k.kernel.mod)
+            if wid is None or not library.records(wid, key, 1, True, ("tuned",)):
+                return False
+        return True
 
-def rank_candidates(kernel: Kernel, candidates: list[Candidate], limit: int) -> list[Candidate]:
-    """Most similar first: closest FLOPs (log ratio), then fastest donor record."""
 
-    def distance(c: Candidate) -> tuple[float, float]:
-        ratio = (c.flops or 1.0) / (kernel.flops or 1.0)
-        return abs(math.log(ratio)) if ratio > 0 else math.inf, c.record.mean_secs
-
-    return sorted(candidates, key=distance)[:limit]
-
-
-def find_candidates(
-    library: Library, kernel: Kernel, workload_id: int, key: str, donors: set[str] | None
-) -> list[Candidate]:
-    """Best record of every other same-class workload on the target, from ``donors`` models."""
+def find_candidates(library: Library, kernel: Kernel, model: str, key: str) -> list[Candidate]:
+    """The pool for ``kernel`` of ``model``: the best record of every same-class workload on
+    the target that occurs in another model (an identical kernel of another model included)."""
     found = []
     for wid, flops, models, record in library.best_by_class(kernel.kernel_class, key):
-        if wid == workload_id:
-            continue
-        if donors is not None and not donors.intersection(models.split(",")):
-            continue
-        found.append(Candidate(wid, models, flops, record))
+        donors = tuple(m for m in models.split(",") if m and m != model)
+        if donors:
+            found.append(Candidate(wid, donors, flops, record))
     return found
 
 
@@ -153,38 +139,54 @@ def transfer_tune(
     config: TargetConfig | str | None = None,
     donors: list[str] | None = None,
     max_candidates: int = 8,
+    policy: str | Sequence[str] = DEFAULT_POLICY,
     on_kernel: Callable[[KernelTransfer], None] | None = None,
     builder=None,
     runner=None,
 ) -> TransferResult:
-    """Transfer-tune ``model`` from ``library`` (see the module docstring)."""
+    """Transfer-tune ``model`` from ``library`` (see the module docstring).
+
+    ``donors``: only schedules of these models; ``policy``: a donor policy name (see
+    :mod:`.policies`) or several, whose picks are measured together in one pass and recorded
+    per policy in :attr:`KernelTransfer.chosen` (to compare policies on the same measurements).
+    """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
+    names = [policy] if isinstance(policy, str) else list(policy)
+    policies = {name: get_policy(name) for name in names}
     target = config.tvm_target()
     key = target_key(target)
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
     kernels = extract_kernels(model.mod, target)
     runner = runner or local_runner(EVALUATOR)
-    donor_set = set(donors) if donors else None
+    pools, wids = [], []
+    for kernel in kernels:
+        wids.append(
+            library.add_workload(
+                kernel.mod, kernel.kernel_class, kernel.flops, model.name, kernel.name,
+                kernel.weight,
+            )
+        )  # fmt: skip
+        pool = find_candidates(library, kernel, model.name, key)
+        pools.append([c for c in pool if not donors or set(donors).intersection(c.models)])
+    picks = {name: p(kernels, pools, max_candidates) for name, p in policies.items()}
     results = []
     with warm_builder(builder, config.num_threads) as builder:
         untuned = measure_untuned(kernels, target, builder, runner)
-        for kernel, base in zip(kernels, untuned, strict=True):
-            wid = library.add_workload(
-                kernel.mod, kernel.kernel_class, kernel.flops, model.name, kernel.name,
-                kernel.weight,
-            )  # fmt: skip
+        for i, (kernel, wid, base) in enumerate(zip(kernels, wids, untuned, strict=True)):
             outcome = KernelTransfer(kernel, base, base)
-            candidates = rank_candidates(
-                kernel, find_candidates(library, kernel, wid, key, donor_set), max_candidates
-            )
-            if candidates:
-                _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder, runner)
+            outcome.chosen = {name: [c.workload_id for c in p[i]] for name, p in picks.items()}
+            union = {c.workload_id: c for p in picks.values() for c in p[i]}
+            if union:
+                t0 = time.perf_counter()
+                _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
+                                 builder, runner)  # fmt: skip
+                outcome.seconds = time.perf_counter() - t0
             results.append(outcome)
             if on_kernel is not None:
                 on_kernel(outcome)
-    return TransferResult(model.name, config.name, results, time.perf_counter() - start)
+    return TransferResult(model.name, config.name, results, time.perf_counter() - start, key)
 
 
 def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder, runner) -> None:
@@ -193,6 +195,7 @@ def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder,
     schedules, donors = [], []
     for candidate in candidates:
         outcome.tried += 1
+        outcome.measured[candidate.workload_id] = None
         result = replay(candidate.record.trace, kernel.mod, postprocs)
         outcome.refitted += result.refitted
         if result.schedule is None:
@@ -207,6 +210,7 @@ def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder,
     measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
     best = None
     for sch, candidate, m in zip(schedules, donors, measured, strict=True):
+        outcome.measured[candidate.workload_id] = m.seconds
         if m.seconds is None:
             if m.error.startswith("numerics"):
                 outcome.wrong += 1
