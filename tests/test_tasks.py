@@ -49,3 +49,19 @@ def test_same_kernel_in_two_models_has_the_same_hash_and_class(tiny_conv, host_t
     assert {(k.workload_hash, k.kernel_class) for k in a} == {
         (k.workload_hash, k.kernel_class) for k in b
     }
+
+
+def test_gathers_clip_so_random_indices_cannot_crash_a_measurement(host_target):
+    import torch
+
+    from transtune.measure import EVALUATOR, local_runner, warm_builder
+    from transtune.tuning import measure_untuned
+
+    module = torch.nn.Embedding(50, 8).eval()
+    model = from_module(module, (torch.tensor([[1, 7, 3]]),), name="embed")
+    (take,) = [k for k in extract_kernels(model.mod, host_target) if k.kernel_class == "take"]
+    assert "T.min(T.max(" in take.mod.script()
+    # The runner fills the int64 indices with random values, far out of the table's range.
+    with warm_builder(None, 2) as builder:
+        (secs,) = measure_untuned([take], host_target, builder, local_runner(EVALUATOR))
+    assert 0 < secs < 1e-2

@@ -61,12 +61,15 @@ def preprocess(mod, target) -> tuple[Any, dict[str, str]]:
     """Lower a Relax module to fused TIR kernels, the way MetaSchedule expects to find them.
 
     Batch norm is folded into convolutions first, then ops are decomposed for inference,
-    legalized and fused. Returns the fused module and the class of every fused kernel.
+    legalized and fused. Gathers (``take``) clip their indices: TVM's default "fast" mode
+    reads out of bounds (and crashes) on the random inputs every kernel is measured with.
+    Returns the fused module and the class of every fused kernel.
     """
     import tvm
     from tvm import relax
 
     passes = relax.transform
+    mod = _clip_gathers(mod)
     with target:
         mod = tvm.transform.Sequential(
             [
@@ -87,6 +90,29 @@ def preprocess(mod, target) -> tuple[Any, dict[str, str]]:
         }
         mod = passes.FuseTIR()(mod)
     return mod, classes
+
+
+def _clip_gathers(mod):
+    """``mod`` with every ``take`` in "fast" mode switched to "clip" mode."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    take = tvm.ir.Op.get("relax.take")
+
+    @mutator
+    class ClipTake(PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op.same_as(take) and call.attrs.mode == "fast":
+                return relax.op.take(call.args[0], call.args[1], call.attrs.axis, mode="clip")
+            return call
+
+    mod = mod.clone()
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mod[gv] = ClipTake().visit_expr(func)
+    return mod
 
 
 def _callees(func) -> list[str]:
