@@ -142,3 +142,9 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         ]
         assert sorted(t.chosen["speed"]) == sorted(t.chosen["shape"]) == sorted(t.measured)
         assert twin.fully_tuned(lib)
+        # No record for the AVX2-only configuration: the host's schedules are the (marked)
+        # fallback, and what wins is committed for the AVX2 target.
+        avx2 = transfer_tune(new, lib, "host-avx2", max_candidates=1)
+        (a,) = [k for k in avx2.kernels if k.kernel.kernel_class == "matmul+add+relu"]
+        assert a.tried == a.fallback == 1
+        assert a.donor is None or "@" in a.donor  # marked with the target it was tuned for

@@ -15,6 +15,7 @@ promising first. The paper picked donor models by hand; these pick without a hum
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -35,10 +36,13 @@ class Candidate:
     models: tuple[str, ...]  # the donor models this workload occurs in
     flops: float
     record: Record
+    fallback: bool = False  # tuned for another target of the same kind (marked in the donor)
 
     @property
     def donor(self) -> str:
-        return f"{','.join(self.models) or '?'}#w{self.workload_id}"
+        spec = json.loads(self.record.target_key) if self.fallback else {}
+        where = f"@{spec.get('mcpu', spec.get('kind'))}" if self.fallback else ""
+        return f"{','.join(self.models) or '?'}#w{self.workload_id}{where}"
 
     @property
     def shapes(self) -> list[tuple[int, ...]]:

@@ -1,15 +1,17 @@
 """Transfer-tuning (Gibson & Cano, PACT 2022) on MetaSchedule: reuse tuned schedules.
 
-For each kernel of a new model: the candidates are the best records of library kernels of the
-same class on the same target (see :mod:`transtune.tasks` for classes), ranked by shape
-similarity and capped; each is replayed on the kernel (:mod:`.replay`), built in parallel,
-checked against the untuned kernel on random inputs, and timed on its own. The fastest
-correct one wins if it beats the untuned kernel, and is committed to the library as
-``transferred`` with its donor. The model then compiles with the winners.
+For each kernel of a new model: the pool is the best record of every library kernel of the
+same class (see :mod:`transtune.tasks` for classes) on the same target, or, if that target
+has none, on other targets of the same kind (marked fallback). A donor policy
+(:mod:`.policies`) picks a few per kernel; each is replayed on the kernel (:mod:`.replay`),
+built in parallel, checked against the untuned kernel on random inputs, and timed on its
+own. The fastest correct one wins if it beats the untuned kernel, and is committed to the
+library as ``transferred`` with its donor. The model then compiles with the winners.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,7 @@ class KernelTransfer:
     replay_failed: int = 0
     refitted: int = 0
     wrong: int = 0  # failed the numerics check
+    fallback: int = 0  # candidates tuned for another target
     failed: int = 0  # failed to build or run
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0  # replay, build, check and measurement time of this kernel
@@ -86,12 +89,23 @@ class TransferResult:
 
 def find_candidates(library: Library, kernel: Kernel, model: str, key: str) -> list[Candidate]:
     """The pool for ``kernel`` of ``model``: the best record of every same-class workload on
-    the target that occurs in another model (an identical kernel of another model included)."""
+    the target that occurs in another model (an identical kernel of another model included).
+    If the target has none, those of other targets of the same kind, marked as fallback."""
+    found = _pool(library, kernel, model, key)
+    if not found:
+        kind = json.loads(key).get("kind")
+        for (other,) in library.query("SELECT key FROM targets WHERE key != ?", (key,)):
+            if json.loads(other).get("kind") == kind:
+                found += _pool(library, kernel, model, other, fallback=True)
+    return found
+
+
+def _pool(library, kernel, model, key, fallback=False) -> list[Candidate]:
     found = []
     for wid, flops, models, record in library.best_by_class(kernel.kernel_class, key):
         donors = tuple(m for m in models.split(",") if m and m != model)
         if donors:
-            found.append(Candidate(wid, donors, flops, record))
+            found.append(Candidate(wid, donors, flops, record, fallback))
     return found
 
 
@@ -195,6 +209,7 @@ def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder,
     schedules, donors = [], []
     for candidate in candidates:
         outcome.tried += 1
+        outcome.fallback += candidate.fallback
         outcome.measured[candidate.workload_id] = None
         result = replay(candidate.record.trace, kernel.mod, postprocs)
         outcome.refitted += result.refitted
