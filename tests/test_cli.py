@@ -69,3 +69,24 @@ def test_bench_writes_json(tiny_conv, tmp_path, capsys):
     assert set(runtimes) == {"tvm-untuned", "onnxruntime"}
     assert runtimes["tvm-untuned"]["matches"] is True
     assert result["reference"] == "onnxruntime" and result["versions"]["tvm"]
+
+
+def test_tune_then_transfer_onnx_models(tiny_conv, tmp_path, capsys):
+    """ONNX models go through tuning and transfer-tuning like zoo models do."""
+    import torch
+
+    from transtune.frontend import export_onnx, from_module
+
+    module, (x,) = tiny_conv
+    donor, new = tmp_path / "donor.onnx", tmp_path / "new.onnx"
+    export_onnx(from_module(module, (x,), name="donor"), donor, dynamo=False)
+    export_onnx(from_module(module, (torch.cat([x, x, x]),), name="new"), new, dynamo=False)
+    lib = f"sqlite:///{tmp_path}/lib.db"
+    assert main(["tune", str(donor), "--library", lib, "--trials", "16", "--batch-size", "8"]) == 0
+    capsys.readouterr()
+    argv = ["transfer", str(new), "--library", lib, "--max-candidates", "2", "--repeat", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "new: transfer-tuning on host, shape policy" in out
+    assert "donor#w" in out  # at least one kernel took a donor's schedule
+    assert "tvm-transferred" in out and "onnxruntime" in out
