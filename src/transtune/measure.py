@@ -16,6 +16,7 @@ the next build is the fix still to be measured.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -132,9 +133,23 @@ def warm_builder(builder=None, max_workers: int | None = None) -> Iterator:
         owned.shutdown()
 
 
-def local_runner(evaluator: ms.runner.EvaluatorConfig = EVALUATOR, timeout_sec: float = 30.0):
-    """MetaSchedule's ``LocalRunner`` (one persistent worker) with the stated evaluator."""
-    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=evaluator)
+def local_runner(
+    evaluator: ms.runner.EvaluatorConfig = EVALUATOR,
+    timeout_sec: float = 30.0,
+    num_threads: int | None = None,
+):
+    """MetaSchedule's ``LocalRunner`` (one persistent worker) with the stated evaluator,
+    running kernels on ``num_threads`` threads (default: TVM's, one per core)."""
+    initializer = None if num_threads is None else functools.partial(_use_threads, num_threads)
+    return ms.runner.LocalRunner(
+        timeout_sec=timeout_sec, evaluator_config=evaluator, initializer=initializer
+    )
+
+
+def _use_threads(num_threads: int) -> None:
+    import tvm
+
+    tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads))
 
 
 @dataclass

@@ -236,7 +236,7 @@ def tune_kernels(
         run_id, "tune", name, key,
         {"trials": trials, "per_kernel": per_kernel, "seed": seed, "cost_model": cost_model},
     )  # fmt: skip
-    runner = runner or local_runner(EVALUATOR)
+    runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
     with warm_builder(builder, config.num_threads) as builder:
         states: list[KernelState] = []
         for k in kernels:

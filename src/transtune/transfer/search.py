@@ -173,7 +173,7 @@ def transfer_tune(
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
     kernels = extract_kernels(model.mod, target)
-    runner = runner or local_runner(EVALUATOR)
+    runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
     pools, wids = [], []
     for kernel in kernels:
         wids.append(
