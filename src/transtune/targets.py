@@ -17,11 +17,6 @@ from typing import Any
 
 from .errors import TargetError
 
-# TVM's runtime pins the calling thread to a core when it sizes its thread pool; every thread
-# and process started afterwards (PyTorch and ONNX Runtime pools, MetaSchedule workers) would
-# inherit that one-core mask. Let the OS schedule TVM's threads instead.
-os.environ.setdefault("TVM_BIND_THREADS", "0")
-
 # LLVM feature names that are ISA extensions (what a CPU must execute), as opposed to tuning
 # flags such as "fast-gather" or "slow-3ops-lea". Compared with /proc/cpuinfo after
 # normalisation (lower case, '.', '_' and '-' removed).
