@@ -32,6 +32,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
+from .errors import error_line
+
 # The evaluator setting used for every measurement unless stated otherwise (MetaSchedule's
 # defaults): 1 warm-up, then the mean of 3 runs, stretched to at least 100 ms.
 EVALUATOR = ms.runner.EvaluatorConfig(
@@ -154,10 +156,13 @@ def _use_threads(num_threads: int) -> None:
 
 @dataclass
 class Measurement:
-    """Mean seconds per run of one module, or why it could not be measured."""
+    """Seconds per run of one module (the mean of ``run_secs``), or why it could not be
+    measured (``status``: ``build_error``, ``run_error``, ``timeout`` or ``rejected``)."""
 
     seconds: float | None
     error: str | None = None
+    run_secs: list[float] | None = None
+    status: str = "ok"
 
 
 def measure_modules(mods: list, target, builder, runner, check=None) -> list[Measurement]:
@@ -165,24 +170,40 @@ def measure_modules(mods: list, target, builder, runner, check=None) -> list[Mea
 
     ``check(mod, artifact_path)`` may veto a built module (returning why) before it is timed.
     """
+    return [row[0] for row in measure_on(mods, target, builder, [runner], check)]
+
+
+def measure_on(mods: list, target, builder, runners: list, check=None) -> list[list[Measurement]]:
+    """Like :func:`measure_modules`, but each built module is timed by every runner in turn
+    (e.g. one per thread count): one list of measurements per module, one per runner."""
     built = builder.build([ms.builder.BuilderInput(mod, target) for mod in mods])
     out = []
     for mod, b in zip(mods, built, strict=True):
         if b.error_msg is not None:
-            out.append(Measurement(None, f"build failed: {b.error_msg.splitlines()[-1]}"))
+            failed = Measurement(
+                None, f"build failed: {error_line(b.error_msg)}", None, "build_error"
+            )
+            out.append([failed] * len(runners))
             continue
         try:
             vetoed = check(mod, b.artifact_path) if check is not None else None
             if vetoed:
-                out.append(Measurement(None, vetoed))
+                out.append([Measurement(None, vetoed, None, "rejected")] * len(runners))
                 continue
             args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-            result = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args)])[0].result()
+            row = []
+            for runner in runners:
+                inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu", args)]
+                row.append(_measurement(runner.run(inputs)[0].result()))
+            out.append(row)
         finally:
             shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
-        if result.error_msg is not None:
-            out.append(Measurement(None, f"run failed: {result.error_msg.splitlines()[-1]}"))
-        else:
-            secs = [float(s) for s in result.run_secs]
-            out.append(Measurement(sum(secs) / len(secs)))
     return out
+
+
+def _measurement(result) -> Measurement:
+    if result.error_msg is not None:
+        status = "timeout" if "timeout" in result.error_msg.lower() else "run_error"
+        return Measurement(None, f"run failed: {error_line(result.error_msg)}", None, status)
+    secs = [float(s) for s in result.run_secs]
+    return Measurement(sum(secs) / len(secs), None, secs)

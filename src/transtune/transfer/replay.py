@@ -60,10 +60,12 @@ def postprocessors(mod, target) -> list:
     return list(context.space_generator.postprocs)
 
 
-def replay(trace_json: Any, mod, postprocs: list) -> Replay:
-    """Apply ``trace_json`` (a MetaSchedule record's trace) to ``mod`` and post-process it."""
+def replay(trace_json: Any, mod, postprocs: list, sch: Schedule | None = None) -> Replay:
+    """Apply ``trace_json`` (a MetaSchedule record's trace) to ``mod`` (or to ``sch``, a fresh
+    schedule of it, e.g. with its own random seed) and post-process it. Sampling instructions
+    without a decision draw one."""
     trace_json = strip_postproc(trace_json)
-    sch = Schedule(mod)
+    sch = sch if sch is not None else Schedule(mod)
     try:
         Trace.apply_json_to_schedule(trace_json, sch)
     except Exception as err:  # ScheduleError, InternalError on structural mismatch

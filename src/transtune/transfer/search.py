@@ -227,7 +227,7 @@ def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder,
     for sch, candidate, m in zip(schedules, donors, measured, strict=True):
         outcome.measured[candidate.workload_id] = m.seconds
         if m.seconds is None:
-            if m.error.startswith("numerics"):
+            if m.status == "rejected":  # by the numerics check
                 outcome.wrong += 1
             else:
                 outcome.failed += 1

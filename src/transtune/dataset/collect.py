@@ -1,0 +1,214 @@
+"""Collect a TenSet-style dataset: sampled schedules of zoo kernels, measured per target.
+
+Kernels come from zoo models at several batch sizes (and input sizes), deduplicated by
+workload hash; each keeps the models and weights it occurs with. Per kernel, ``per_kernel``
+schedules are sampled from the design space of the first target configuration
+(:mod:`.sampling`, deterministic seeds) and each is measured on every configuration. Configs
+that compile alike (same target apart from the core count, e.g. ``host`` and ``host-1core``)
+share one build, timed once per thread count. Every measurement is kept, failures with their
+status and reason. Rerunning skips what the directory holds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tvm.s_tir import meta_schedule as ms
+
+from ..hardware import describe
+from ..measure import load_cpu_tensor_intrinsics, local_runner, measure_on, warm_builder
+from ..targets import TargetConfig, get_config
+from ..tasks import Kernel
+from .sampling import design_spaces, kernel_seed, sample
+from .store import DatasetStore
+
+# Fixed evaluator for every dataset measurement: 1 warm-up, 3 repeats (all kept), each the
+# mean of enough runs to last >= 20 ms, no cache flush.
+EVALUATOR = ms.runner.EvaluatorConfig(
+    number=1, repeat=3, min_repeat_ms=20, enable_cpu_cache_flush=False
+)
+
+
+@dataclass
+class DatasetKernel:
+    kernel: Kernel
+    models: list[str] = field(default_factory=list)  # "resnet18@b4"
+    weights: list[int] = field(default_factory=list)
+
+
+@dataclass
+class CollectStats:
+    kernels_done: int = 0
+    kernels_skipped: int = 0
+    records: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def records_per_minute(self) -> float:
+        return 60.0 * self.records / self.seconds if self.seconds else 0.0
+
+
+def dataset_kernels(
+    models: list[str], batch_sizes: tuple[int, ...] = (1,), sizes: tuple[int | None, ...] = (None,)
+) -> list[DatasetKernel]:
+    """Kernels of ``models`` at every batch size and input size, deduplicated by workload."""
+    from ..frontend import from_zoo
+    from ..tasks import extract_kernels
+
+    target = get_config("host").tvm_target()
+    found: dict[str, DatasetKernel] = {}
+    for name in models:
+        for batch in batch_sizes:
+            for size in sizes:
+                tag = f"{name}@b{batch}" + (f"s{size}" if size else "")
+                for k in extract_kernels(from_zoo(name, batch, size).mod, target):
+                    entry = found.setdefault(k.workload_hash, DatasetKernel(k))
+                    entry.models.append(tag)
+                    entry.weights.append(k.weight)
+    return list(found.values())
+
+
+def collect(
+    out: str,
+    kernels: list[DatasetKernel],
+    configs: list[str],
+    per_kernel: int,
+    seed: int = 0,
+    on_kernel: Callable[[DatasetKernel, CollectStats], None] | None = None,
+) -> CollectStats:
+    """Sample and measure ``per_kernel`` schedules of every kernel on every configuration."""
+    load_cpu_tensor_intrinsics()
+    cfgs = [get_config(c) for c in configs]
+    store = DatasetStore(
+        out, create=True,
+        meta={"evaluator": _evaluator_json(), "seed": seed, "created": time.time()},
+    )  # fmt: skip
+    _describe_new(store, cfgs)
+    done = _done(store)
+    have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
+    have_features = set(store.read("features", ["workload"])["workload"].to_pylist())
+    groups: dict[str, list[TargetConfig]] = {}
+    for c in cfgs:
+        groups.setdefault(_build_key(c), []).append(c)
+    runners = {c.name: local_runner(EVALUATOR, num_threads=c.num_threads) for c in cfgs}
+    stats = CollectStats()
+    start = time.perf_counter()
+    try:
+        with warm_builder() as builder:
+            for dk in kernels:
+                k = dk.kernel
+                missing = {
+                    c.name: per_kernel - len(done.get((k.workload_hash, c.name), ())) for c in cfgs
+                }
+                if max(missing.values()) <= 0:
+                    stats.kernels_skipped += 1
+                    continue
+                spaces, postprocs = design_spaces(k.mod, cfgs[0].tvm_target())
+                if not spaces:
+                    stats.kernels_skipped += 1
+                    continue
+                if k.workload_hash not in have_workloads:
+                    _write_workload(store, dk, spaces)
+                    have_workloads.add(k.workload_hash)
+                samples = sample(
+                    k.mod, spaces, postprocs, per_kernel, kernel_seed(k.workload_hash, seed)
+                )
+                for group in groups.values():
+                    have = [done.get((k.workload_hash, c.name), set()) for c in group]
+                    todo = [s for s in samples if any(s.index not in h for h in have)]
+                    if todo:
+                        _measure_group(store, k, todo, group, builder, runners, stats)
+                if k.workload_hash not in have_features:
+                    _write_features(store, k, samples, cfgs[0])
+                    have_features.add(k.workload_hash)
+                stats.kernels_done += 1
+                stats.seconds = time.perf_counter() - start
+                if on_kernel is not None:
+                    on_kernel(dk, stats)
+    except KeyboardInterrupt:
+        stats.interrupted = True
+    stats.seconds = time.perf_counter() - start
+    store.compact()
+    return stats
+
+
+def _measure_group(store, kernel, todo, group, builder, runners, stats) -> None:
+    target = group[0].tvm_target()
+    measured = measure_on(
+        [s.schedule.mod for s in todo], target, builder, [runners[c.name] for c in group]
+    )
+    now = time.time()
+    for i, config in enumerate(group):
+        rows = []
+        for s, row in zip(todo, measured, strict=True):
+            m = row[i]
+            rows.append({
+                "workload": kernel.workload_hash, "sample": s.index, "space": s.space,
+                "decisions": s.decisions, "run_secs": m.run_secs, "mean_secs": m.seconds,
+                "status": m.status, "error": m.error, "collected": now,
+            })  # fmt: skip
+            stats.records += 1
+            stats.failures += m.status != "ok"
+        store.write("records", rows, config.name)
+
+
+def _write_workload(store: DatasetStore, dk: DatasetKernel, spaces: list[str]) -> None:
+    k = dk.kernel
+    mod = ms.database.Workload(k.mod).as_json()[1]
+    store.write("workloads", [{
+        "workload": k.workload_hash, "kernel_class": k.kernel_class, "flops": k.flops,
+        "mod": str(mod), "models": dk.models, "weights": dk.weights,
+    }])  # fmt: skip
+    store.write(
+        "spaces",
+        [{"workload": k.workload_hash, "space": i, "insts": s} for i, s in enumerate(spaces)],
+    )
+
+
+def _write_features(store: DatasetStore, kernel: Kernel, samples, config: TargetConfig) -> None:
+    from ..features import per_store_features
+
+    values = per_store_features(kernel.mod, [s.schedule for s in samples], config.tvm_target())
+    store.write("features", [
+        {"workload": kernel.workload_hash, "sample": s.index, "n_stores": int(v.shape[0]),
+         "values": v.reshape(-1).tolist()}
+        for s, v in zip(samples, values, strict=True)
+    ])  # fmt: skip
+
+
+def _done(store: DatasetStore) -> dict[tuple[str, str], set[int]]:
+    done: dict[tuple[str, str], set[int]] = {}
+    table = store.read("records", ["workload", "sample"])
+    for w, s, t in zip(
+        *(table[c].to_pylist() for c in ("workload", "sample", "target")), strict=True
+    ):
+        done.setdefault((w, t), set()).add(s)
+    return done
+
+
+def _describe_new(store: DatasetStore, cfgs: list[TargetConfig]) -> None:
+    known = set(store.read("hardware", ["config"])["config"].to_pylist())
+    rows = []
+    for c in cfgs:
+        if c.name not in known:
+            d = describe(c)
+            rows.append({"id": d.id, "config": c.name, "target": json.dumps(c.target),
+                         "descriptor": json.dumps(d.as_dict())})  # fmt: skip
+    store.write("hardware", rows)
+
+
+def _build_key(config: TargetConfig) -> str:
+    """Configs with equal keys compile to the same code (they differ in thread count only)."""
+    return json.dumps({k: v for k, v in config.target.items() if k != "num-cores"}, sort_keys=True)
+
+
+def _evaluator_json() -> dict:
+    return {
+        "number": EVALUATOR.number, "repeat": EVALUATOR.repeat,
+        "min_repeat_ms": EVALUATOR.min_repeat_ms, "cache_flush": False,
+    }  # fmt: skip

@@ -1,0 +1,114 @@
+"""Reading a dataset: records as Arrow tables, a summary, and export to MetaSchedule JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .store import DatasetStore, ReadReport
+
+
+def load_records(
+    path: str | Path, columns: list[str] | None = None, target: str | None = None
+) -> tuple[pa.Table, ReadReport]:
+    """Records of a dataset (only ``columns``, one ``target`` or all) and what was skipped."""
+    report = ReadReport()
+    return DatasetStore(path).read("records", columns, target, report), report
+
+
+def dataset_info(path: str | Path) -> dict[str, Any]:
+    """Counts and measurement noise, for ``transtune dataset info``."""
+    store = DatasetStore(path)
+    report = ReadReport()
+    records = store.read("records", ["workload", "run_secs", "status"], report=report)
+    workloads = store.read("workloads", ["workload", "kernel_class", "models"], report=report)
+    hardware = store.read("hardware", ["id", "config", "descriptor"], report=report)
+    ok = records.filter(pc.equal(records["status"], "ok"))
+    per_target = {}
+    for target in store.targets():
+        rows = records.filter(pc.equal(records["target"], target))
+        per_target[target] = {
+            "records": len(rows),
+            "ok": int(pc.sum(pc.equal(rows["status"], "ok")).as_py() or 0),
+            "kernels": len(pc.unique(rows["workload"])),
+        }
+    models = sorted({m.split("@")[0] for ms_ in workloads["models"].to_pylist() for m in ms_})
+    size = sum(p.stat().st_size for p in Path(path).rglob("*.parquet"))
+    return {
+        "path": str(path),
+        "evaluator": store.meta.get("evaluator"),
+        "records": len(records),
+        "ok_records": len(ok),
+        "by_status": {
+            row["values"]: row["counts"] for row in pc.value_counts(records["status"]).to_pylist()
+        },
+        "kernels": len(pc.unique(records["workload"])) if len(records) else 0,
+        "classes": len(pc.unique(workloads["kernel_class"])) if len(workloads) else 0,
+        "models": models,
+        "targets": per_target,
+        "hardware": {
+            c: json.loads(d)
+            for c, d in zip(
+                hardware["config"].to_pylist(), hardware["descriptor"].to_pylist(), strict=True
+            )
+        },  # fmt: skip
+        "median_cv": _median_cv(ok["run_secs"]),
+        "bytes_on_disk": size,
+        "skipped": report.summary(),
+    }
+
+
+def _median_cv(run_secs: pa.ChunkedArray) -> float | None:
+    """Median over records of the coefficient of variation of their repeats."""
+    cvs = []
+    for secs in run_secs.to_pylist():
+        if secs and len(secs) > 1:
+            a = np.asarray(secs, dtype=np.float64)
+            cvs.append(a.std() / a.mean())
+    return float(np.median(cvs)) if cvs else None
+
+
+def export_json(path: str | Path, work_dir: str | Path, target: str) -> int:
+    """Write one target's measured records as a MetaSchedule JSON database work dir (full
+    traces: each schedule is rebuilt and post-processed). Returns the records written."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..targets import make_target
+    from .sampling import design_spaces, rebuild
+
+    store = DatasetStore(path)
+    workloads = store.read("workloads", ["workload", "mod"]).to_pydict()
+    mods = dict(zip(workloads["workload"], workloads["mod"], strict=True))
+    spaces = store.read("spaces").to_pydict()
+    insts = {(w, s): i for w, s, i in zip(*spaces.values(), strict=True)}
+    hardware = store.read("hardware", ["config", "target"]).to_pydict()
+    tvm_target = make_target(json.loads(dict(zip(*hardware.values(), strict=True))[target]))
+    columns = ["workload", "space", "decisions", "run_secs", "status"]
+    records = store.read("records", columns, target).select(columns)
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
+    committed: dict[str, tuple] = {}
+    count = 0
+    for w, space, decisions, secs, status in zip(*records.to_pydict().values(), strict=True):
+        if w not in mods or (w, space) not in insts:
+            continue
+        if w not in committed:
+            mod = ms.database.Workload.from_json([w, mods[w]]).mod
+            committed[w] = (database.commit_workload(mod), mod, design_spaces(mod, tvm_target)[1])
+        workload, mod, postprocs = committed[w]
+        sch = rebuild(mod, insts[w, space], decisions, postprocs)
+        if sch is None:
+            continue
+        run_secs = secs if status == "ok" else [1e10]
+        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+        database.commit_tuning_record(
+            ms.database.TuningRecord(sch.trace, workload, run_secs, tvm_target, args)
+        )
+        count += 1
+    return count

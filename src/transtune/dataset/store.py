@@ -1,0 +1,208 @@
+"""On-disk layout of a dataset directory (Parquet, one folder per table, partitioned by target).
+
+::
+
+    DIR/dataset.json                      format version, evaluator, TVM version
+    DIR/hardware/part-*.parquet           one row per target configuration (descriptor)
+    DIR/workloads/part-*.parquet          one row per kernel: class, FLOPs, IRModule, models
+    DIR/spaces/part-*.parquet             design-space instructions, once per (kernel, space)
+    DIR/records/target=NAME/part-*.parquet  one row per measured schedule: its decisions only
+    DIR/features/part-*.parquet           per-store program features (regenerable)
+
+Every part file is written to a temporary name and renamed, so a killed collection leaves only
+whole files. Reading skips (and reports) a file that is not valid Parquet or lacks columns,
+and rows whose values make no sense, instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import TranstuneError
+
+FORMAT_VERSION = 1
+STATUSES = ("ok", "build_error", "run_error", "timeout", "rejected")
+
+SCHEMAS = {
+    "hardware": pa.schema(
+        [("id", pa.string()), ("config", pa.string()), ("target", pa.string()),
+         ("descriptor", pa.string())]
+    ),
+    "workloads": pa.schema(
+        [("workload", pa.string()), ("kernel_class", pa.string()), ("flops", pa.float64()),
+         ("mod", pa.string()), ("models", pa.list_(pa.string())),
+         ("weights", pa.list_(pa.int32()))]
+    ),
+    "spaces": pa.schema(
+        [("workload", pa.string()), ("space", pa.int16()), ("insts", pa.string())]
+    ),
+    "records": pa.schema(
+        [("workload", pa.string()), ("sample", pa.int32()), ("space", pa.int16()),
+         ("decisions", pa.string()), ("run_secs", pa.list_(pa.float32())),
+         ("mean_secs", pa.float32()), ("status", pa.string()), ("error", pa.string()),
+         ("collected", pa.float64())]
+    ),
+    "features": pa.schema(
+        [("workload", pa.string()), ("sample", pa.int32()), ("n_stores", pa.int32()),
+         ("values", pa.list_(pa.float32()))]
+    ),
+}  # fmt: skip
+
+
+class DatasetError(TranstuneError):
+    """A directory that is not a dataset, or one of another format version."""
+
+
+@dataclass
+class ReadReport:
+    """Files and rows a read skipped, with the reason."""
+
+    skipped_files: list[tuple[str, str]] = field(default_factory=list)
+    skipped_rows: int = 0
+
+    def summary(self) -> str:
+        parts = []
+        if self.skipped_files:
+            names = ", ".join(f"{Path(f).name} ({why})" for f, why in self.skipped_files[:5])
+            parts.append(f"skipped {len(self.skipped_files)} unreadable files: {names}")
+        if self.skipped_rows:
+            parts.append(f"skipped {self.skipped_rows} invalid rows")
+        return "; ".join(parts) or "nothing skipped"
+
+
+class DatasetStore:
+    """A dataset directory; created (with ``dataset.json``) when ``create`` is true."""
+
+    def __init__(self, path: str | Path, create: bool = False, meta: dict | None = None) -> None:
+        self.path = Path(path)
+        manifest = self.path / "dataset.json"
+        if not manifest.is_file():
+            if not create:
+                raise DatasetError(f"{self.path} is not a transtune dataset (no dataset.json)")
+            self.path.mkdir(parents=True, exist_ok=True)
+            _atomic_write_text(manifest, json.dumps({"format": FORMAT_VERSION, **(meta or {})}))
+        self.meta = json.loads(manifest.read_text())
+        if self.meta.get("format") != FORMAT_VERSION:
+            raise DatasetError(
+                f"{self.path}: dataset format {self.meta.get('format')}, this transtune reads "
+                f"format {FORMAT_VERSION}"
+            )
+
+    def write(self, table: str, rows: list[dict], target: str | None = None) -> Path | None:
+        """Append ``rows`` to ``table`` (in ``target``'s partition for records) as one file."""
+        if not rows:
+            return None
+        folder = self._folder(table, target)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"part-{time.time_ns():x}-{uuid.uuid4().hex[:6]}.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(pa.Table.from_pylist(rows, SCHEMAS[table]), tmp, compression="zstd")
+        os.replace(tmp, path)
+        return path
+
+    def _folder(self, table: str, target: str | None) -> Path:
+        if table == "records":
+            if not target:
+                raise ValueError("records are written per target")
+            return self.path / "records" / f"target={target}"
+        return self.path / table
+
+    def targets(self) -> list[str]:
+        return sorted(p.name.split("=", 1)[1] for p in (self.path / "records").glob("target=*"))
+
+    def files(self, table: str, target: str | None = None) -> list[Path]:
+        folders = (
+            [self._folder(table, t) for t in ([target] if target else self.targets())]
+            if table == "records"
+            else [self._folder(table, None)]
+        )
+        return sorted(p for folder in folders for p in folder.glob("part-*.parquet"))
+
+    def read(
+        self,
+        table: str,
+        columns: list[str] | None = None,
+        target: str | None = None,
+        report: ReadReport | None = None,
+    ) -> pa.Table:
+        """``table`` (only ``columns``; records of one ``target`` or of all, with a ``target``
+        column), skipping unreadable files and invalid rows into ``report``."""
+        report = report if report is not None else ReadReport()
+        schema = SCHEMAS[table]
+        wanted = columns or schema.names
+        pieces = []
+        for path in self.files(table, target):
+            try:
+                piece = pq.read_table(path, columns=wanted)
+            except Exception as err:  # ArrowInvalid, OSError, missing columns ...
+                report.skipped_files.append((str(path), str(err).splitlines()[0][:120]))
+                continue
+            piece = piece.cast(pa.schema([schema.field(c) for c in wanted]), safe=False)
+            if table == "records":
+                piece = _valid_records(piece, report)
+                name = path.parent.name.split("=", 1)[1]
+                piece = piece.append_column("target", pa.array([name] * len(piece), pa.string()))
+            pieces.append(piece)
+        if not pieces:
+            names = [*wanted, "target"] if table == "records" else wanted
+            fields = [schema.field(c) if c in schema.names else pa.field(c, pa.string())
+                      for c in names]  # fmt: skip
+            return pa.schema(fields).empty_table()
+        return pa.concat_tables(pieces)
+
+    def compact(self) -> int:
+        """Merge every table's (and partition's) part files into one; returns files removed."""
+        removed = 0
+        folders = [self._folder(t, None) for t in SCHEMAS if t != "records"]
+        folders += [self._folder("records", t) for t in self.targets()]
+        for folder in folders:
+            parts = sorted(folder.glob("part-*.parquet"))
+            if len(parts) < 2:
+                continue
+            readable = []
+            for p in parts:
+                try:
+                    readable.append((p, pq.read_table(p)))
+                except Exception:
+                    continue  # left in place, reported by read()
+            merged = pa.concat_tables([t for _, t in readable], promote_options="default")
+            path = folder / f"part-{time.time_ns():x}-compact.parquet"
+            tmp = path.with_suffix(".tmp")
+            pq.write_table(merged, tmp, compression="zstd")
+            os.replace(tmp, path)
+            for p, _ in readable:
+                p.unlink()
+                removed += 1
+        return removed
+
+
+def _valid_records(table: pa.Table, report: ReadReport) -> pa.Table:
+    """Rows with a known status and, for ``ok`` rows, a positive finite mean."""
+    if "status" not in table.column_names:
+        return table
+    ok_status = pc.is_in(table["status"], pa.array(STATUSES))
+    keep = pc.fill_null(ok_status, False)
+    if "mean_secs" in table.column_names:
+        mean = table["mean_secs"]
+        good_mean = pc.and_(pc.greater(mean, 0.0), pc.less(mean, 1e9))
+        keep = pc.and_(
+            keep, pc.or_(pc.not_equal(table["status"], "ok"), pc.fill_null(good_mean, False))
+        )
+    keep = pc.fill_null(keep, False)
+    report.skipped_rows += len(table) - pc.sum(keep).as_py() if len(table) else 0
+    return table.filter(keep)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -1,0 +1,116 @@
+"""Dataset: hardware descriptors, sampling + measurement end to end, resume, corrupt files,
+Parquet round trip (a stored sample rebuilds the very schedule that was measured)."""
+
+import json
+
+import pytest
+import torch
+import tvm_ffi
+
+from transtune.dataset import DatasetStore, collect, dataset_info, load_records
+from transtune.dataset.collect import DatasetKernel
+from transtune.dataset.info import export_json
+from transtune.dataset.sampling import design_spaces, kernel_seed, rebuild, sample
+from transtune.frontend import from_module
+from transtune.hardware import HardwareDescriptor, describe
+from transtune.measure import load_cpu_tensor_intrinsics
+from transtune.targets import get_config
+from transtune.tasks import extract_kernels
+
+CONFIGS = ["host", "host-1core"]
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU()).eval()
+    model = from_module(module, (torch.randn(4, 32),), name="mlp")
+    ks = extract_kernels(model.mod, get_config("host").tvm_target())
+    return [DatasetKernel(k, ["mlp@b4"], [k.weight]) for k in ks]
+
+
+@pytest.fixture(scope="module")
+def collected(kernels, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ds") / "data"
+    stats = collect(str(out), kernels, CONFIGS, per_kernel=3, seed=0)
+    return out, stats
+
+
+def test_descriptor_of_this_host():
+    d = describe("host-avx2")
+    assert d.id.startswith("host-avx2@") and d.kind == "cpu" and d.isa == "avx2"
+    assert d.simd_bits == 256 and d.threads == get_config("host-avx2").num_threads
+    assert d.l1d_kib > 0 and d.l3_kib >= d.l2_kib > 0
+    assert d.measured_bandwidth_gbs > 0.1 and d.measured_peak_gflops > 0.1
+    assert HardwareDescriptor.from_dict(d.as_dict()) == d
+    assert d.vector().shape == (len(HardwareDescriptor.FEATURES),)
+
+
+def test_collect_measures_every_sample_on_every_configuration(collected, kernels):
+    out, stats = collected
+    records, report = load_records(out)
+    assert report.summary() == "nothing skipped"
+    assert stats.records == len(records) > 0 and not stats.interrupted
+    by_target = records.group_by("target").aggregate([("sample", "count")]).to_pylist()
+    counts = {row["target"]: row["sample_count"] for row in by_target}
+    assert set(counts) == set(CONFIGS) and len(set(counts.values())) == 1
+    ok = [r for r in records.to_pylist() if r["status"] == "ok"]
+    assert ok and all(len(r["run_secs"]) == 3 and r["mean_secs"] > 0 for r in ok)
+    info = dataset_info(out)
+    assert info["kernels"] == len({r["workload"] for r in records.to_pylist()})
+    assert set(info["hardware"]) == set(CONFIGS) and info["median_cv"] is not None
+    assert info["models"] == ["mlp"]
+    features = DatasetStore(out).read("features").to_pylist()
+    assert features and all(len(f["values"]) == 164 * f["n_stores"] for f in features)
+
+
+def test_resume_measures_only_what_is_missing(collected, kernels):
+    out, _ = collected
+    again = collect(str(out), kernels, CONFIGS, per_kernel=3, seed=0)
+    assert again.records == 0 and again.kernels_skipped == len(kernels)
+    more = collect(str(out), kernels[:1], CONFIGS, per_kernel=4, seed=0)
+    assert more.records <= len(CONFIGS)  # only sample 3, on each configuration
+    records, _ = load_records(out)
+    samples = {(r["workload"], r["target"], r["sample"]) for r in records.to_pylist()}
+    assert len(samples) == len(records)  # nothing measured twice
+
+
+def test_corrupt_files_and_rows_are_skipped_and_reported(collected, tmp_path):
+    out, _ = collected
+    bad = out / "records" / "target=host" / "part-zzzz-bad.parquet"
+    bad.write_bytes(b"PAR1 not really parquet")
+    store = DatasetStore(out)
+    row = {"workload": "w", "sample": 0, "space": 0, "decisions": "[]", "run_secs": [1.0],
+           "mean_secs": -1.0, "status": "ok", "error": None, "collected": 0.0}  # fmt: skip
+    odd = store.write("records", [row, {**row, "status": "exploded", "mean_secs": 1.0}], "host")
+    try:
+        records, report = load_records(out)
+        assert "skipped 1 unreadable files" in report.summary() and report.skipped_rows == 2
+        assert "w" not in records["workload"].to_pylist()
+    finally:
+        bad.unlink()
+        odd.unlink()
+
+
+def test_stored_sample_rebuilds_the_measured_schedule(kernels):
+    load_cpu_tensor_intrinsics()
+    k = max((dk.kernel for dk in kernels), key=lambda k: k.flops)
+    spaces, postprocs = design_spaces(k.mod, get_config("host").tvm_target())
+    samples = sample(k.mod, spaces, postprocs, 4, kernel_seed(k.workload_hash, 0))
+    again = sample(k.mod, spaces, postprocs, 4, kernel_seed(k.workload_hash, 0))
+    assert [s.decisions for s in samples] == [s.decisions for s in again]  # deterministic
+    for s in samples:
+        json.loads(s.decisions)
+        rebuilt = rebuild(k.mod, spaces[s.space], s.decisions, postprocs)
+        assert tvm_ffi.structural_equal(rebuilt.mod, s.schedule.mod)
+
+
+def test_export_to_metaschedule_json(collected, tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    out, _ = collected
+    count = export_json(out, tmp_path / "ms", "host")
+    records, _ = load_records(out, target="host")
+    assert count == len(records)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path / "ms"), allow_missing=False)
+    assert len(database.get_all_tuning_records()) == count
