@@ -18,6 +18,8 @@ from transtune.cli import main
         (["kernels", "resnet18", "--target", '{"kind": "llvm", "mcpu": "sapphirerapids"}'], "amx"),
         (["kernels", "resnet18", "--target", '{"kind": "cuda"}'], "gpu"),
         (["tune", "resnet18", "--trials", "8", "--library", "mysql://db/x"], "scheme"),
+        (["dataset", "info", "/nonexistent/data"], "not a transtune dataset"),
+        (["dataset", "collect", "--models", "resnet19", "--out", "/tmp/x"], "unknown model"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(argv, message, capsys):
@@ -90,3 +92,16 @@ def test_tune_then_transfer_onnx_models(tiny_conv, tmp_path, capsys):
     assert "new: transfer-tuning on host, shape policy" in out
     assert "donor#w" in out  # at least one kernel took a donor's schedule
     assert "tvm-transferred" in out and "onnxruntime" in out
+
+
+def test_dataset_collect_info_export(tmp_path, capsys):
+    out, work = tmp_path / "ds", tmp_path / "ms"
+    argv = ["dataset", "collect", "--models", "bert_tiny", "--sizes", "16", "--per-kernel", "1",
+            "--targets", "host-1core", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert "new records" in capsys.readouterr().out
+    assert main(["dataset", "info", str(out)]) == 0
+    info = capsys.readouterr().out
+    assert "models: ['bert_tiny']" in info and "host-1core" in info
+    assert main(["dataset", "export", str(out), "--target", "host-1core", "--out", str(work)]) == 0
+    assert (work / "database_tuning_record.json").stat().st_size > 0

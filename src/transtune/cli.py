@@ -147,6 +147,49 @@ def _cmd_library(args: argparse.Namespace) -> None:
         elif args.action == "export":
             count = export_json(lib, args.path)
             console.print(f"exported {count} records to {args.path}")
+        elif args.action == "merge":
+            with open_library(args.path) as source:
+                workloads, records = lib.merge(source, top_k=args.top_k)
+            console.print(f"merged {records} records of {workloads} workloads from {args.path}")
+
+
+def _cmd_dataset(args: argparse.Namespace) -> None:
+    from .dataset import collect, dataset_info, dataset_kernels
+    from .dataset.info import export_json
+
+    if args.action == "info":
+        for key, value in dataset_info(args.dir).items():
+            console.print(f"{key}: {value}")
+    elif args.action == "export":
+        count = export_json(args.dir, args.out, args.target or "host")
+        console.print(f"exported {count} records of {args.target or 'host'} to {args.out}")
+    else:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (None,)
+        batches = tuple(int(b) for b in args.batch_sizes.split(","))
+        with console.status("extracting kernels"):
+            kernels = dataset_kernels(args.models.split(","), batches, sizes)
+        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"))
+        with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
+            bar = progress.add_task(f"{len(kernels)} kernels", total=len(kernels), info="")
+
+            def update(_kernel, stats) -> None:
+                info = (f"{stats.records} records, {stats.failures} failed, "
+                        f"{stats.records_per_minute:.0f}/min")  # fmt: skip
+                progress.update(
+                    bar, completed=stats.kernels_done + stats.kernels_skipped, info=info
+                )
+
+            stats = collect(
+                args.out, kernels, args.targets.split(","), args.per_kernel, args.seed, update
+            )
+        console.print(
+            f"{stats.records} new records ({stats.failures} failed) for {stats.kernels_done} "
+            f"kernels in {stats.seconds:.0f} s ({stats.records_per_minute:.0f} records/min); "
+            f"{stats.kernels_skipped} kernels already complete"
+            + ("; interrupted, rerun to resume" if stats.interrupted else "")
+        )
 
 
 def _cmd_tune(args: argparse.Namespace) -> None:
@@ -309,11 +352,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_transfer)
 
     p = sub.add_parser("library", help="inspect, import into and export a schedule library")
-    p.add_argument("action", choices=["info", "ls", "import", "export"])
-    p.add_argument("path", nargs="?", help="MetaSchedule JSON work dir (import/export)")
+    p.add_argument("action", choices=["info", "ls", "import", "export", "merge"])
+    p.add_argument(
+        "path", nargs="?", help="MetaSchedule JSON work dir (import/export), library (merge)"
+    )
     p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
     p.add_argument("--model", help="import: the model the records belong to")
+    p.add_argument("--top-k", type=int, help="merge: only the best K records per workload")
     p.set_defaults(func=_cmd_library)
+
+    p = sub.add_parser("dataset", help="collect, inspect and export a measured-program dataset")
+    p.add_argument("action", choices=["collect", "info", "export"])
+    p.add_argument("dir", nargs="?", help="dataset directory (info, export)")
+    p.add_argument("--models", default="resnet18", help="collect: comma-separated zoo models")
+    p.add_argument("--targets", default="host", help="collect: comma-separated configurations")
+    p.add_argument("--per-kernel", type=int, default=32, help="collect: schedules per kernel")
+    p.add_argument("--batch-sizes", default="1", help="collect: comma-separated batch sizes")
+    p.add_argument("--sizes", help="collect: comma-separated image sides / sequence lengths")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="collect: dataset directory; export: MetaSchedule work dir")
+    p.add_argument("--target", help="export: the configuration to export (default host)")
+    p.set_defaults(func=_cmd_dataset)
     return parser
 
 
@@ -322,8 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "tune" and args.trials is None and args.time is None:
         parser.error("tune needs --trials or --time")
-    if args.command == "library" and args.action in ("import", "export") and not args.path:
-        parser.error(f"library {args.action} needs a work dir path")
+    if args.command == "library" and args.action in ("import", "export", "merge") and not args.path:
+        parser.error(f"library {args.action} needs a path")
+    if args.command == "dataset" and (args.out is None) != (args.action == "info"):
+        parser.error("dataset collect and export need --out; info takes the directory only")
+    if args.command == "dataset" and args.action != "collect" and not args.dir:
+        parser.error(f"dataset {args.action} needs the dataset directory")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
         args.func(args)
