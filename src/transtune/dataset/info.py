@@ -73,9 +73,12 @@ def _median_cv(run_secs: pa.ChunkedArray) -> float | None:
     return float(np.median(cvs)) if cvs else None
 
 
-def export_json(path: str | Path, work_dir: str | Path, target: str) -> int:
-    """Write one target's measured records as a MetaSchedule JSON database work dir (full
-    traces: each schedule is rebuilt and post-processed). Returns the records written."""
+def export_json(
+    path: str | Path, work_dir: str | Path, target: str, limit: int | None = None
+) -> int:
+    """Write one target's measured records (the first ``limit``) as a MetaSchedule JSON
+    database work dir (full traces: each schedule is rebuilt and post-processed). Returns the
+    number of records written."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..targets import make_target
@@ -90,6 +93,8 @@ def export_json(path: str | Path, work_dir: str | Path, target: str) -> int:
     tvm_target = make_target(json.loads(dict(zip(*hardware.values(), strict=True))[target]))
     columns = ["workload", "space", "decisions", "run_secs", "status"]
     records = store.read("records", columns, target).select(columns)
+    if limit is not None:
+        records = records.slice(0, limit)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)

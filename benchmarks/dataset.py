@@ -1,0 +1,231 @@
+"""Dataset benchmark -> docs/results/dataset.md: what the shipped dataset holds, collection
+throughput against stock MetaSchedule measurement, size on disk, load time and memory.
+
+    python benchmarks/dataset.py collect [--minutes M]   # grow data/dataset (resumable)
+    python benchmarks/dataset.py compare [--kernels 4] [--samples 32]
+    python benchmarks/dataset.py report
+
+``collect`` works through MODELS in order with every host configuration; ``compare`` runs
+both sides on the same kernels, sample count and evaluator, each in a fresh process, alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "results"
+DATA = OUT / "dataset"
+DATASET = ROOT / "data" / "dataset"
+MODELS = [
+    "resnet18", "mobilenet_v2", "bert_tiny", "resnet50", "efficientnet_b0", "mnasnet1_0",
+    "alexnet", "vgg16", "googlenet", "mobilenet_v3_large", "densenet121", "bert_medium",
+    "resnext50_32x4d", "inception_v3",
+]  # fmt: skip
+BATCH_SIZES = "1,4"
+CONFIGS = "host,host-1core,host-avx2,host-sse4.2"
+PER_KERNEL = 32
+
+
+def collect(minutes: float) -> None:
+    """One model at a time (a fresh process each) until ``minutes`` have passed."""
+    deadline = time.time() + 60 * minutes
+    for model in MODELS:
+        if time.time() > deadline:
+            break
+        print(f"== {model}", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "transtune.cli", "dataset", "collect", "--models", model,
+             "--batch-sizes", BATCH_SIZES, "--targets", CONFIGS, "--per-kernel",
+             str(PER_KERNEL), "--out", str(DATASET)],
+            check=True,
+        )  # fmt: skip
+
+
+def pick_kernels(count: int):
+    from transtune.dataset import dataset_kernels
+
+    kernels = dataset_kernels(["resnet18"])
+    kernels.sort(key=lambda dk: (-dk.kernel.flops, dk.kernel.name))
+    return kernels[:count]
+
+
+def side(which: str, count: int, samples: int, out: Path) -> None:
+    """One side of the comparison, in this process, on configuration ``host``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from transtune.dataset import EVALUATOR, collect
+    from transtune.measure import load_cpu_tensor_intrinsics
+    from transtune.targets import get_config
+
+    load_cpu_tensor_intrinsics()
+    kernels = pick_kernels(count)
+    config = get_config("host")
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        if which == "stock":
+            tasks = [
+                ms.TuneContext(
+                    mod=dk.kernel.mod, target=config.tvm_target(),
+                    space_generator="post-order-apply", search_strategy="replay-trace",
+                    task_name=dk.kernel.name, rand_state=i, num_threads=config.num_threads,
+                ).clone()
+                for i, dk in enumerate(kernels)
+            ]  # fmt: skip
+            db = ms.tune_tasks(
+                tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=tmp,
+                max_trials_global=samples * len(tasks), max_trials_per_task=samples,
+                num_trials_per_iter=samples, runner=ms.runner.LocalRunner(evaluator_config=EVALUATOR),
+                cost_model="random",
+            )  # fmt: skip
+            records = len(db.get_all_tuning_records())
+        else:
+            records = collect(str(Path(tmp) / "ds"), kernels, ["host"], samples).records
+        seconds = time.perf_counter() - start
+    out.write_text(json.dumps({
+        "side": which, "kernels": [dk.kernel.name for dk in kernels], "samples": samples,
+        "records": records, "seconds": seconds, "records_per_minute": 60 * records / seconds,
+    }))  # fmt: skip
+
+
+def compare(count: int, samples: int) -> None:
+    DATA.mkdir(parents=True, exist_ok=True)
+    for which in ("stock", "transtune"):
+        out = DATA / f"compare_{which}.json"
+        subprocess.run(
+            [sys.executable, __file__, "side", which, "--kernels", str(count), "--samples",
+             str(samples), "--out", str(out)],
+            check=True,
+        )  # fmt: skip
+        print(out.read_text())
+
+
+def load_stats(out: Path) -> None:
+    """Load time and peak memory of reading every record (a fresh process)."""
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    from transtune.dataset import load_records
+
+    table, report = load_records(DATASET)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out.write_text(json.dumps({
+        "records": len(table), "seconds": seconds, "peak_rss_mib": peak / 1024,
+        "rss_before_mib": before / 1024, "arrow_mib": table.nbytes / 2**20,
+        "skipped": report.summary(),
+    }))  # fmt: skip
+
+
+def json_size(out: Path, target: str = "host", limit: int = 2000) -> None:
+    """Bytes per record of the same records as MetaSchedule/TenSet-style JSON lines."""
+    from transtune.dataset.info import export_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        count = export_json(DATASET, tmp, target, limit=limit)
+        size = sum(p.stat().st_size for p in Path(tmp).glob("*.json"))
+    out.write_text(json.dumps({"records": count, "bytes": size, "bytes_per_record": size / count}))
+
+
+def report() -> None:
+    from transtune.dataset import dataset_info
+    from transtune.targets import host_info
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    for step in ("load", "json"):
+        subprocess.run([sys.executable, __file__, step, "--out", str(DATA / f"{step}.json")],
+                       check=True)  # fmt: skip
+    info = dataset_info(DATASET)
+    load = json.loads((DATA / "load.json").read_text())
+    js = json.loads((DATA / "json.json").read_text())
+    per_record = info["bytes_on_disk"] / max(1, info["records"])
+    host = host_info()
+    lines = [
+        "# Dataset: measured schedules of zoo kernels on this host's configurations",
+        "",
+        f"Written by `benchmarks/dataset.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
+        f"{host.cores} cores; TVM 0.27.0. Collected with `transtune dataset collect --models M "
+        f"--batch-sizes {BATCH_SIZES} --targets {CONFIGS} --per-kernel {PER_KERNEL}` for each "
+        "model in turn (`python benchmarks/dataset.py collect`), into `data/dataset/`.",
+        "",
+        "The four targets are *configurations of one physical CPU*: the full ISA on 2 threads "
+        "and on 1 thread (the same binary), and code restricted to AVX2 (`-mcpu=haswell`) and "
+        "to SSE4.2 (`-mcpu=nehalem`). Evaluator for every record: "
+        f"{json.dumps(info['evaluator'])}; all repeats are kept.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| records | {info['records']:,} ({info['ok_records']:,} ok; {info['by_status']}) |",
+        f"| kernels | {info['kernels']} ({info['classes']} classes) |",
+        f"| models | {len(info['models'])}: {', '.join(info['models'])} |",
+        f"| measurement noise (median CV of repeats) | {info['median_cv']:.3%} |",
+        f"| size on disk | {info['bytes_on_disk'] / 2**20:.1f} MiB, {per_record:.0f} B/record "
+        f"({per_record * 1e6 / 2**30:.2f} GiB per million records) |",
+        f"| same records as MetaSchedule JSON lines | {js['bytes_per_record']:.0f} B/record "
+        f"(sample of {js['records']}; {js['bytes_per_record'] / per_record:.0f}x larger) |",
+        f"| load every record (fresh process) | {load['seconds']:.2f} s, peak RSS "
+        f"{load['peak_rss_mib']:.0f} MiB ({load['rss_before_mib']:.0f} MiB before; Arrow "
+        f"table {load['arrow_mib']:.0f} MiB) |",
+        "",
+        "| target | records | ok | kernels | descriptor: bandwidth GB/s, peak GFLOP/s |",
+        "|---|---|---|---|---|",
+    ]
+    for target, counts in info["targets"].items():
+        d = info["hardware"].get(target, {})
+        lines.append(
+            f"| {target} | {counts['records']:,} | {counts['ok']:,} | {counts['kernels']} "
+            f"| {d.get('measured_bandwidth_gbs', 0):.1f}, {d.get('measured_peak_gflops', 0):.1f} |"
+        )
+    stock, ours = (DATA / "compare_stock.json", DATA / "compare_transtune.json")
+    if stock.exists() and ours.exists():
+        s, t = json.loads(stock.read_text()), json.loads(ours.read_text())
+        lines += [
+            "",
+            "## Collection throughput against stock MetaSchedule",
+            "",
+            f"Same {len(s['kernels'])} ResNet-18 kernels, {s['samples']} sampled schedules each, "
+            "configuration `host`, the evaluator above; stock = `ms.tune_tasks` with the "
+            "`replay-trace` strategy (random samples of the design space), `LocalBuilder`, "
+            "`LocalRunner`; transtune = `collect` (warm builder, features extracted too).",
+            "",
+            "| | records | seconds | records/min |",
+            "|---|---|---|---|",
+            f"| stock MetaSchedule | {s['records']} | {s['seconds']:.0f} | {s['records_per_minute']:.0f} |",
+            f"| transtune collect | {t['records']} | {t['seconds']:.0f} | {t['records_per_minute']:.0f} |",
+            f"| ratio | | | {t['records_per_minute'] / s['records_per_minute']:.2f}x |",
+        ]
+    (OUT / "dataset.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=["collect", "compare", "side", "load", "json", "report"])
+    parser.add_argument("which", nargs="?")
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--kernels", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.step == "collect":
+        collect(args.minutes)
+    elif args.step == "compare":
+        compare(args.kernels, args.samples)
+    elif args.step == "side":
+        side(args.which, args.kernels, args.samples, args.out)
+    elif args.step == "load":
+        load_stats(args.out)
+    elif args.step == "json":
+        json_size(args.out)
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()
