@@ -82,8 +82,8 @@ def side(which: str, count: int, samples: int, out: Path) -> None:
             db = ms.tune_tasks(
                 tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=tmp,
                 max_trials_global=samples * len(tasks), max_trials_per_task=samples,
-                num_trials_per_iter=samples, runner=ms.runner.LocalRunner(evaluator_config=EVALUATOR),
-                cost_model="random",
+                num_trials_per_iter=samples, cost_model="random",
+                runner=ms.runner.LocalRunner(evaluator_config=EVALUATOR),
             )  # fmt: skip
             records = len(db.get_all_tuning_records())
         else:
@@ -196,8 +196,10 @@ def report() -> None:
             "",
             "| | records | seconds | records/min |",
             "|---|---|---|---|",
-            f"| stock MetaSchedule | {s['records']} | {s['seconds']:.0f} | {s['records_per_minute']:.0f} |",
-            f"| transtune collect | {t['records']} | {t['seconds']:.0f} | {t['records_per_minute']:.0f} |",
+            *[
+                f"| {name} | {r['records']} | {r['seconds']:.0f} | {r['records_per_minute']:.0f} |"
+                for name, r in (("stock MetaSchedule", s), ("transtune collect", t))
+            ],
             f"| ratio | | | {t['records_per_minute'] / s['records_per_minute']:.2f}x |",
         ]
     (OUT / "dataset.md").write_text("\n".join(lines) + "\n")
