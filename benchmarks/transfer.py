@@ -15,6 +15,7 @@ Every step runs each model in a fresh process, one at a time: measure alone.
     python benchmarks/transfer.py tune [MODEL ...]
     python benchmarks/transfer.py transfer [MODEL ...]
     python benchmarks/transfer.py report
+    python benchmarks/transfer.py library        # data/library/zoo-host.db from the full tunings
 """
 
 from __future__ import annotations
@@ -93,18 +94,28 @@ def tuned_models() -> list[str]:
     return done
 
 
-def donor_library(held_out: str, path: Path) -> list[str]:
-    """A fresh library at ``path``: the best TOP_K records per workload of every other fully
-    tuned model. Returns the donor models."""
+def donor_library(held_out: str | None, path: Path) -> list[str]:
+    """A fresh library at ``path``: the best TOP_K records per workload of every fully tuned
+    model but ``held_out``. Returns the donor models."""
     from transtune.library import open_library
 
-    path.unlink(missing_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
     donors = [m for m in tuned_models() if m != held_out]
     with open_library(path) as lib:
         for model in donors:
             with open_library(FULL / f"{model}.db") as full:
                 lib.merge(full, top_k=TOP_K)
+        lib.query("PRAGMA wal_checkpoint(TRUNCATE)")
     return donors
+
+
+def ship_library() -> None:
+    """The library shipped in the repository: every fully tuned model, best TOP_K each."""
+    path = ROOT / "data" / "library" / "zoo-host.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    donors = donor_library(None, path)
+    print(f"{path}: {', '.join(donors)}; {path.stat().st_size / 2**20:.1f} MiB")
 
 
 def time_to_reach(curve: list, latency: float) -> float | None:
@@ -376,7 +387,7 @@ def _plots(runs: dict, plt) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["tune", "transfer", "one", "report"])
+    parser.add_argument("step", choices=["tune", "transfer", "one", "report", "library"])
     parser.add_argument("models", nargs="*")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="donor policy, or 'all'")
     args = parser.parse_args()
@@ -386,6 +397,8 @@ def main() -> None:
         transfer(args.models or tuned_models(), args.policy)
     elif args.step == "one":
         transfer_one(args.models[0], args.policy)
+    elif args.step == "library":
+        ship_library()
     else:
         report()
 
