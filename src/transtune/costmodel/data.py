@@ -1,0 +1,148 @@
+"""Training data for cost models, from a dataset directory.
+
+One row per successfully measured (kernel, schedule, target configuration): the schedule's
+per-store program features (a variable number of 164-dim rows), the configuration's hardware
+descriptor vector, and workload features (log2 FLOPs, kernel class id). The label follows
+TenSet: within each group (one kernel on one configuration) the normalized throughput
+``best latency in the group / latency``, in (0, 1], 1 for the group's fastest schedule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+
+from ..dataset.store import DatasetStore, ReadReport
+from ..features import FEATURE_DIM
+from ..hardware import HardwareDescriptor
+
+
+@dataclass
+class CostData:
+    """Arrays of one dataset (see the module docstring); row ``i``'s store features are
+    ``stores[offsets[i]:offsets[i + 1]]``."""
+
+    stores: np.ndarray  # (total stores, 164) float32
+    offsets: np.ndarray  # (n + 1,) int64
+    hardware: np.ndarray  # (n, len(HardwareDescriptor.FEATURES)) float32
+    log_flops: np.ndarray  # (n,) float32
+    kernel_class: np.ndarray  # (n,) int32, index into ``classes``
+    latency: np.ndarray  # (n,) float64 seconds
+    label: np.ndarray  # (n,) float32 normalized throughput
+    group: np.ndarray  # (n,) int32: one id per (workload, target)
+    workload: np.ndarray  # (n,) object: workload hash
+    target: np.ndarray  # (n,) object: configuration name
+    models: dict[str, list[str]] = field(default_factory=dict)  # workload -> model names
+    weights: dict[str, int] = field(default_factory=dict)  # workload -> occurrences
+    classes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.latency)
+
+    def take(self, index: np.ndarray) -> CostData:
+        """The rows ``index`` (groups keep their ids; labels are not renormalized)."""
+        index = np.asarray(index, dtype=np.int64)
+        starts, ends = self.offsets[index], self.offsets[index + 1]
+        lengths = ends - starts
+        rows = (
+            np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+            if len(index)
+            else np.zeros(0, np.int64)
+        )
+        return CostData(
+            self.stores[rows], np.concatenate([[0], np.cumsum(lengths)]), self.hardware[index],
+            self.log_flops[index], self.kernel_class[index], self.latency[index],
+            self.label[index], self.group[index], self.workload[index], self.target[index],
+            self.models, self.weights, self.classes,
+        )  # fmt: skip
+
+    def segments(self, index: np.ndarray) -> list[np.ndarray]:
+        return [self.stores[self.offsets[i] : self.offsets[i + 1]] for i in index]
+
+
+def load_cost_data(
+    path: str | Path, targets: list[str] | None = None, report: ReadReport | None = None
+) -> CostData:
+    """Successful records of the dataset at ``path`` (of ``targets``, or all) as arrays."""
+    store = DatasetStore(path)
+    report = report if report is not None else ReadReport()
+    records = store.read("records", ["workload", "sample", "mean_secs", "status"], report=report)
+    records = records.filter(pc.equal(records["status"], "ok"))
+    if targets:
+        records = records.filter(pc.is_in(records["target"], value_set=_arrow(targets)))
+    feats = store.read("features", report=report).to_pydict()
+    by_sample = {
+        (w, s): (n, v)
+        for w, s, n, v in zip(feats["workload"], feats["sample"], feats["n_stores"],
+                              feats["values"], strict=True)
+    }  # fmt: skip
+    wl = store.read(
+        "workloads", ["workload", "kernel_class", "flops", "models", "weights"]
+    ).to_pydict()
+    classes = sorted(set(wl["kernel_class"]))
+    info = {
+        w: (classes.index(c), f)
+        for w, c, f in zip(wl["workload"], wl["kernel_class"], wl["flops"], strict=True)
+    }
+    hw = store.read("hardware", ["config", "descriptor"]).to_pydict()
+    hw_vec = {
+        c: HardwareDescriptor.from_dict(_json(d)).vector()
+        for c, d in zip(hw["config"], hw["descriptor"], strict=True)
+    }
+    stores, lengths, keep = [], [], []
+    rows = records.to_pydict()
+    for i, (w, s, t) in enumerate(
+        zip(rows["workload"], rows["sample"], rows["target"], strict=True)
+    ):
+        if (w, s) in by_sample and w in info and t in hw_vec:
+            n, values = by_sample[w, s]
+            stores.append(np.asarray(values, np.float32).reshape(n, FEATURE_DIM))
+            lengths.append(n)
+            keep.append(i)
+    report.skipped_rows += len(rows["workload"]) - len(keep)
+    keep = np.asarray(keep, dtype=np.int64)
+    workload = np.asarray(rows["workload"], dtype=object)[keep]
+    target = np.asarray(rows["target"], dtype=object)[keep]
+    latency = np.asarray(rows["mean_secs"], dtype=np.float64)[keep]
+    keys = [f"{w}|{t}" for w, t in zip(workload, target, strict=True)]
+    _, group = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
+    best = np.full(group.max() + 1 if len(group) else 0, math.inf)
+    np.minimum.at(best, group, latency)
+    models = {
+        w: sorted({m.split("@")[0] for m in ms})
+        for w, ms in zip(wl["workload"], wl["models"], strict=True)
+    }
+    weights = {w: int(sum(ws)) for w, ws in zip(wl["workload"], wl["weights"], strict=True)}
+    return CostData(
+        stores=np.concatenate(stores) if stores else np.zeros((0, FEATURE_DIM), np.float32),
+        offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        hardware=np.stack([hw_vec[t] for t in target])
+        if len(target)
+        else np.zeros((0, len(HardwareDescriptor.FEATURES)), np.float32),
+        log_flops=np.asarray([math.log2(max(info[w][1], 1.0)) for w in workload], np.float32),
+        kernel_class=np.asarray([info[w][0] for w in workload], np.int32),
+        latency=latency,
+        label=(best[group] / latency).astype(np.float32),
+        group=group.astype(np.int32),
+        workload=workload,
+        target=target,
+        models=models,
+        weights=weights,
+        classes=classes,
+    )
+
+
+def _arrow(values: list[str]):
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
+
+
+def _json(text: str) -> dict:
+    import json
+
+    return json.loads(text)

@@ -1,0 +1,181 @@
+"""Cost models with scikit-learn's shape: ``fit(data, index)``, ``predict(data, index)``
+(scores, higher = faster), ``score(data, index)`` (metrics), ``save(path)``, :func:`load`.
+
+- :class:`XGBCostModel`: TenSet/MetaSchedule-style XGBoost over "pack-sum" features (each
+  schedule's per-store features summed, plus log store count), with the hardware vector and
+  log FLOPs appended; pairwise ranking objective within groups, or regression.
+- :class:`TorchCostModel`: a network from :mod:`.nets` (``mlp``: TenSet's segment-sum MLP,
+  ``attention``: ours) trained by :mod:`.train`.
+
+Saved files carry the model kind, a format version and the config.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .data import CostData
+from .metrics import evaluate
+
+FORMAT_VERSION = 1
+
+
+class CostModelError(ValueError):
+    """A checkpoint that is not a transtune cost model, or of another format version."""
+
+
+class _Base:
+    kind = ""
+
+    def _rows(self, data: CostData, index) -> np.ndarray:
+        return np.arange(len(data)) if index is None else np.asarray(index, dtype=np.int64)
+
+    def score(self, data: CostData, index=None) -> dict[str, float]:
+        rows = self._rows(data, index)
+        return evaluate(self.predict(data, rows), data.latency[rows], data.group[rows])
+
+    def _header(self) -> dict:
+        return {"kind": self.kind, "format": FORMAT_VERSION, "config": asdict(self.config)}
+
+
+@dataclass
+class XGBConfig:
+    objective: str = "rank:pairwise"  # or "reg:squarederror" on the normalized throughput
+    n_estimators: int = 300
+    max_depth: int = 8
+    learning_rate: float = 0.1
+    subsample: float = 0.8
+    seed: int = 0
+    threads: int = 2
+
+
+def pack_sum(data: CostData, rows: np.ndarray) -> np.ndarray:
+    sums = np.add.reduceat(data.stores, data.offsets[rows], axis=0) if len(data.stores) else None
+    lengths = data.offsets[rows + 1] - data.offsets[rows]
+    sums = np.where(lengths[:, None] > 0, sums, 0.0)
+    return np.hstack(
+        [sums, np.log2(lengths + 1)[:, None], data.hardware[rows], data.log_flops[rows, None]]
+    ).astype(np.float32)
+
+
+class XGBCostModel(_Base):
+    kind = "xgb"
+
+    def __init__(self, config: XGBConfig | None = None) -> None:
+        self.config = config or XGBConfig()
+        self.booster = None
+
+    def fit(self, data: CostData, index=None) -> XGBCostModel:
+        import xgboost as xgb
+
+        rows = self._rows(data, index)
+        rows = rows[np.argsort(data.group[rows], kind="stable")]  # ranking needs grouped rows
+        c = self.config
+        params = {"objective": c.objective, "max_depth": c.max_depth, "eta": c.learning_rate,
+                  "subsample": c.subsample, "seed": c.seed, "nthread": c.threads,
+                  "tree_method": "hist"}  # fmt: skip
+        matrix = xgb.DMatrix(pack_sum(data, rows), label=data.label[rows])
+        if c.objective.startswith("rank:"):
+            matrix.set_group(np.unique(data.group[rows], return_counts=True)[1])
+        self.booster = xgb.train(params, matrix, num_boost_round=c.n_estimators)
+        return self
+
+    def predict(self, data: CostData, index=None) -> np.ndarray:
+        import xgboost as xgb
+
+        return self.booster.predict(xgb.DMatrix(pack_sum(data, self._rows(data, index))))
+
+    def save(self, path: str | Path) -> None:
+        raw = self.booster.save_raw("json").decode()
+        Path(path).write_text(json.dumps({**self._header(), "booster": raw}))
+
+    @classmethod
+    def _from(cls, payload: dict) -> XGBCostModel:
+        import xgboost as xgb
+
+        model = cls(XGBConfig(**payload["config"]))
+        model.booster = xgb.Booster()
+        model.booster.load_model(bytearray(payload["booster"].encode()))
+        return model
+
+
+@dataclass
+class TorchConfig:
+    arch: str = "attention"  # or "mlp"
+    loss: str = "lambdarank"  # or "pairwise", "regression"
+    epochs: int = 30
+    lr: float = 5e-4
+    weight_decay: float = 1e-4
+    groups_per_batch: int = 16
+    seed: int = 0
+    net: dict = field(default_factory=dict)  # keyword arguments of the network
+
+
+class TorchCostModel(_Base):
+    kind = "torch"
+
+    def __init__(self, config: TorchConfig | None = None) -> None:
+        from .nets import NETS
+
+        self.config = config or TorchConfig()
+        if self.config.arch not in NETS:
+            raise CostModelError(f"unknown architecture {self.config.arch!r}")
+        import torch
+
+        torch.manual_seed(self.config.seed)
+        self.net = NETS[self.config.arch](**self.config.net)
+        self.history: dict = {}
+
+    def fit(self, data: CostData, index=None, on_epoch=None) -> TorchCostModel:
+        from .train import train
+
+        c = self.config
+        self.history = train(
+            self.net, data, self._rows(data, index), c.loss, c.epochs, c.groups_per_batch,
+            c.lr, c.weight_decay, c.seed, on_epoch,
+        )  # fmt: skip
+        return self
+
+    def predict(self, data: CostData, index=None) -> np.ndarray:
+        from .train import predict
+
+        return predict(self.net, data, self._rows(data, index))
+
+    def save(self, path: str | Path) -> None:
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save(self.net.state_dict(), buffer)
+        state = buffer.getvalue().hex()
+        Path(path).write_text(json.dumps({**self._header(), "state": state}))
+
+    @classmethod
+    def _from(cls, payload: dict) -> TorchCostModel:
+        import torch
+
+        model = cls(TorchConfig(**payload["config"]))
+        state = torch.load(io.BytesIO(bytes.fromhex(payload["state"])), weights_only=True)
+        model.net.load_state_dict(state)
+        return model
+
+
+KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel}
+
+
+def load(path: str | Path) -> XGBCostModel | TorchCostModel:
+    """A saved cost model (checks kind and format version)."""
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise CostModelError(f"{path} is not a transtune cost model: {err}") from None
+    if not isinstance(payload, dict) or payload.get("kind") not in KINDS:
+        raise CostModelError(f"{path} is not a transtune cost model")
+    if payload.get("format") != FORMAT_VERSION:
+        found = payload.get("format")
+        raise CostModelError(f"{path}: cost model format {found}, this reads {FORMAT_VERSION}")
+    return KINDS[payload["kind"]]._from(payload)

@@ -1,0 +1,87 @@
+"""The training loop of the PyTorch cost models: batches of whole groups, Adam, a ranking
+loss; seeded, CPU."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from .data import CostData
+from .losses import LOSSES
+
+
+def batch_tensors(data: CostData, index: np.ndarray) -> dict[str, torch.Tensor]:
+    """Padded inputs of rows ``index`` (see :mod:`.nets`)."""
+    segs = data.segments(index)
+    length = max((len(s) for s in segs), default=1) or 1
+    x = np.zeros((len(index), length, data.stores.shape[1]), np.float32)
+    mask = np.zeros((len(index), length), bool)
+    for i, s in enumerate(segs):
+        x[i, : len(s)] = s
+        mask[i, : len(s)] = True
+    return {
+        "x": torch.from_numpy(x),
+        "mask": torch.from_numpy(mask),
+        "hw": torch.from_numpy(data.hardware[index]),
+        "log_flops": torch.from_numpy(data.log_flops[index]),
+        "cls": torch.from_numpy(data.kernel_class[index].astype(np.int64)),
+    }
+
+
+def predict(net: torch.nn.Module, data: CostData, index: np.ndarray, batch: int = 512):
+    net.eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(index), batch):
+            out.append(net(**batch_tensors(data, index[start : start + batch])).numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def train(
+    net: torch.nn.Module,
+    data: CostData,
+    index: np.ndarray,
+    loss: str = "lambdarank",
+    epochs: int = 30,
+    groups_per_batch: int = 16,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+    seed: int = 0,
+    on_epoch: Callable[[int, float], None] | None = None,
+) -> dict:
+    """Train ``net`` on rows ``index`` of ``data``; returns losses and seconds."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    loss_fn = LOSSES[loss]
+    optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(1, epochs))
+    groups = data.group[index]
+    by_group = {g: index[groups == g] for g in np.unique(groups)}
+    keys = np.asarray(list(by_group))
+    history, start = [], time.perf_counter()
+    for epoch in range(epochs):
+        net.train()
+        rng.shuffle(keys)
+        total = 0.0
+        for b in range(0, len(keys), groups_per_batch):
+            rows = np.concatenate([by_group[g] for g in keys[b : b + groups_per_batch]])
+            inputs = batch_tensors(data, rows)
+            score = net(**inputs)
+            value = loss_fn(
+                score,
+                torch.from_numpy(data.label[rows]),
+                torch.from_numpy(data.group[rows].astype(np.int64)),
+            )
+            optimizer.zero_grad()
+            value.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            optimizer.step()
+            total += value.item() * len(rows)
+        schedule.step()
+        history.append(total / max(1, len(index)))
+        if on_epoch is not None:
+            on_epoch(epoch, history[-1])
+    return {"loss": history, "seconds": time.perf_counter() - start}

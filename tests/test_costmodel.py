@@ -1,0 +1,115 @@
+"""Cost models: metric definitions, splits, and every model learning on a real tiny dataset."""
+
+import numpy as np
+import pytest
+import torch
+
+from transtune.costmodel import (
+    CostModelError,
+    TorchConfig,
+    TorchCostModel,
+    XGBConfig,
+    XGBCostModel,
+    evaluate,
+    load,
+    load_cost_data,
+    network_topk,
+)
+from transtune.costmodel.losses import LOSSES
+from transtune.dataset import collect
+from transtune.dataset.collect import DatasetKernel
+from transtune.dataset.splits import by_hardware, by_model, by_task, within_task
+from transtune.frontend import from_module
+from transtune.targets import get_config
+from transtune.tasks import extract_kernels
+
+
+def test_metrics_follow_tensets_definitions():
+    latency = np.array([1.0, 2.0, 3.0, 4.0, 10.0, 20.0])
+    group = np.array([0, 0, 0, 0, 1, 1])
+    perfect = -latency
+    m = evaluate(perfect, latency, group, ks=(1, 2))
+    assert m == {"pca": 1.0, "peak@1": 1.0, "recall@1": 1.0, "peak@2": 1.0, "recall@2": 1.0}
+    # Group 0 ranked 2nd, 1st, 4th, 3rd: 4 of 6 pairs right; group 1 reversed: 0 of 1.
+    score = np.array([3.0, 4.0, 1.0, 2.0, 1.0, 2.0])
+    m = evaluate(score, latency, group, ks=(1,))
+    assert m["pca"] == pytest.approx((4 / 6 * 4 + 0 * 2) / 6)
+    assert m["peak@1"] == pytest.approx((1 / 2 * 4 + 10 / 20 * 2) / 6)
+    assert m["recall@1"] == 0.0
+    weight = np.array([3, 3, 3, 3, 1, 1])
+    assert network_topk(score, latency, group, weight, k=1) == pytest.approx((3 + 10) / (6 + 20))
+
+
+def test_splits_hold_out_what_they_say():
+    workload = np.array(["a", "a", "b", "b", "c", "c"], dtype=object)
+    target = np.array(["h", "s", "h", "s", "h", "s"], dtype=object)
+    train, test = by_model(workload, {"a": ["resnet50"], "b": ["resnet18"], "c": ["bert_tiny"]})
+    assert set(workload[test]) == {"a", "c"} and set(workload[train]) == {"b"}
+    train, test = by_hardware(target, ["s"])
+    assert set(target[test]) == {"s"} and set(target[train]) == {"h"}
+    train, test = by_task(workload, 1 / 3, seed=1)
+    assert len(set(workload[test])) == 1 and not set(workload[test]) & set(workload[train])
+    train, test = within_task(np.repeat(workload, 5), np.repeat(target, 5), 0.2, seed=0)
+    assert len(test) == 6 and len(train) == 24
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_losses_prefer_the_right_order(name):
+    label = torch.tensor([1.0, 0.5, 0.25, 1.0, 0.1])
+    group = torch.tensor([0, 0, 0, 1, 1])
+    right = LOSSES[name](torch.tensor([1.0, 0.5, 0.25, 1.0, 0.1]), label, group)
+    wrong = LOSSES[name](torch.tensor([0.25, 0.5, 1.0, 0.1, 1.0]), label, group)
+    assert float(right) < float(wrong)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32)
+    ).eval()
+    model = from_module(module, (torch.randn(16, 64),), name="mlp")
+    kernels = [
+        DatasetKernel(k, ["mlp@b16"], [k.weight])
+        for k in extract_kernels(model.mod, get_config("host").tvm_target())
+        if "matmul" in k.kernel_class
+    ]
+    out = tmp_path_factory.mktemp("ds") / "data"
+    collect(str(out), kernels, ["host", "host-1core"], per_kernel=16, seed=0)
+    return load_cost_data(out)
+
+
+def test_cost_data_labels_are_normalized_throughput(data):
+    assert len(data) > 20 and data.stores.shape[1] == 164
+    for g in np.unique(data.group):
+        rows = data.group == g
+        assert data.label[rows].max() == pytest.approx(1.0)
+        assert data.label[rows].min() > 0
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        XGBCostModel(XGBConfig(n_estimators=40)),
+        TorchCostModel(TorchConfig(arch="mlp", loss="pairwise", epochs=200, lr=1e-3)),
+        TorchCostModel(TorchConfig(arch="attention", loss="pairwise", epochs=200)),
+    ],
+    ids=["xgb", "mlp", "attention"],
+)
+def test_each_model_learns_and_round_trips(data, model, tmp_path):
+    model.fit(data)
+    scores = model.score(data)
+    assert scores["pca"] > 0.72, scores  # on its own training data (random: 0.5)
+    path = tmp_path / "model.json"
+    model.save(path)
+    again = load(path)
+    np.testing.assert_allclose(again.predict(data), model.predict(data), rtol=1e-5, atol=1e-6)
+
+
+def test_loading_something_else_fails_clearly(tmp_path):
+    (tmp_path / "x.json").write_text('{"kind": "xgb", "format": 99, "config": {}}')
+    with pytest.raises(CostModelError, match="format 99"):
+        load(tmp_path / "x.json")
+    (tmp_path / "y.json").write_text("not json")
+    with pytest.raises(CostModelError, match="not a transtune cost model"):
+        load(tmp_path / "y.json")
