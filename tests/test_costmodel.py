@@ -63,7 +63,7 @@ def test_losses_prefer_the_right_order(name):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def dataset_dir(tmp_path_factory):
     torch.manual_seed(0)
     module = torch.nn.Sequential(
         torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32)
@@ -76,7 +76,12 @@ def data(tmp_path_factory):
     ]
     out = tmp_path_factory.mktemp("ds") / "data"
     collect(str(out), kernels, ["host", "host-1core"], per_kernel=16, seed=0)
-    return load_cost_data(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(dataset_dir):
+    return load_cost_data(dataset_dir)
 
 
 def test_cost_data_labels_are_normalized_throughput(data):
@@ -113,3 +118,14 @@ def test_loading_something_else_fails_clearly(tmp_path):
     (tmp_path / "y.json").write_text("not json")
     with pytest.raises(CostModelError, match="not a transtune cost model"):
         load(tmp_path / "y.json")
+
+
+def test_cli_trains_and_evaluates_on_a_split(dataset_dir, tmp_path, capsys):
+    from transtune.cli import main
+
+    ckpt = str(tmp_path / "xgb.json")
+    split = ["--split", "by-hardware", "--hold-out", "host-1core"]
+    assert main(["costmodel", "train", str(dataset_dir), ckpt, "--model", "xgb", *split]) == 0
+    assert main(["costmodel", "eval", str(dataset_dir), ckpt, *split]) == 0
+    out = capsys.readouterr().out
+    assert "pca" in out and "peak@1" in out and "by-hardware" in out

@@ -292,6 +292,55 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
     console.print(table)
 
 
+def _cmd_costmodel(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from .costmodel import TorchConfig, TorchCostModel, XGBConfig, XGBCostModel, load
+    from .costmodel import load_cost_data as load_data
+    from .dataset import ReadReport
+    from .dataset import splits as sp
+
+    report = ReadReport()
+    data = load_data(args.data, args.targets.split(",") if args.targets else None, report)
+    if not len(data):
+        raise TranstuneError(f"{args.data}: no usable records ({report.summary()})")
+    if args.split == "by-model":
+        train, test = sp.by_model(data.workload, data.models, args.hold_out.split(","))
+    elif args.split == "by-hardware":
+        train, test = sp.by_hardware(data.target, args.hold_out.split(","))
+    elif args.split == "by-task":
+        train, test = sp.by_task(data.workload, 0.2, args.seed)
+    elif args.split == "within-task":
+        train, test = sp.within_task(data.workload, data.target, 0.2, args.seed)
+    else:
+        train, test = np.arange(len(data)), np.arange(len(data))
+    if args.action == "train":
+        model = (
+            XGBCostModel(XGBConfig(seed=args.seed))
+            if args.model == "xgb"
+            else TorchCostModel(TorchConfig(arch=args.model, epochs=args.epochs, seed=args.seed))
+        )
+        with console.status(f"training {args.model} on {len(train)} records"):
+            model.fit(data, train)
+        model.save(args.checkpoint)
+        console.print(f"saved {args.checkpoint}")
+    else:
+        model = load(args.checkpoint)
+    if args.action == "predict":
+        for w, t, lat, score in zip(
+            data.workload[test], data.target[test], data.latency[test], model.predict(data, test),
+            strict=True,
+        ):  # fmt: skip
+            console.print(f"{w}\t{t}\t{1e3 * lat:.4f} ms\tscore {score:.4f}")
+        return
+    table = Table(title=f"{args.checkpoint} on {len(test)} held-out records ({args.split})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in model.score(data, test).items():
+        table.add_row(key, f"{value:.4f}")
+    console.print(table)
+
+
 def _open_json_database(work_dir: str):
     from tvm.s_tir import meta_schedule as ms
 
@@ -373,6 +422,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="collect: dataset directory; export: MetaSchedule work dir")
     p.add_argument("--target", help="export: the configuration to export (default host)")
     p.set_defaults(func=_cmd_dataset)
+
+    p = sub.add_parser("costmodel", help="train, evaluate and apply cost models on a dataset")
+    p.add_argument("action", choices=["train", "eval", "predict"])
+    p.add_argument("data", help="dataset directory")
+    p.add_argument("checkpoint", help="cost model file (written by train, read otherwise)")
+    p.add_argument("--model", default="attention", choices=["attention", "mlp", "xgb"])
+    p.add_argument(
+        "--split", default="by-model",
+        choices=["by-model", "by-hardware", "by-task", "within-task", "none"],
+        help="train on one side, evaluate and predict on the other",
+    )  # fmt: skip
+    p.add_argument(
+        "--hold-out", default="resnet50,mobilenet_v2,resnext50_32x4d,bert_tiny,bert_base",
+        help="models (by-model) or configurations (by-hardware) held out",
+    )  # fmt: skip
+    p.add_argument("--targets", help="only these configurations' records")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_costmodel)
     return parser
 
 

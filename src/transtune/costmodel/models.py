@@ -19,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import TranstuneError
 from .data import CostData
 from .metrics import evaluate
 
 FORMAT_VERSION = 1
 
 
-class CostModelError(ValueError):
+class CostModelError(TranstuneError):
     """A checkpoint that is not a transtune cost model, or of another format version."""
 
 
