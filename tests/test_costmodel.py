@@ -129,3 +129,28 @@ def test_cli_trains_and_evaluates_on_a_split(dataset_dir, tmp_path, capsys):
     assert main(["costmodel", "eval", str(dataset_dir), ckpt, *split]) == 0
     out = capsys.readouterr().out
     assert "pca" in out and "peak@1" in out and "by-hardware" in out
+
+
+def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path):
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    from transtune.costmodel.metaschedule import LearnedCostModel
+    from transtune.library import open_library
+    from transtune.tasks import Kernel
+    from transtune.tuning import tune_kernels
+
+    model = XGBCostModel(XGBConfig(n_estimators=20)).fit(data)
+    guide = LearnedCostModel(model, data.hardware[0], update_steps=5)
+    a, b = te.placeholder((48, 48), name="A"), te.placeholder((48, 48), name="B")
+    r = te.reduce_axis((0, 48), name="k")
+    c = te.compute((48, 48), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    mod = ms.tune_context._normalize_mod(te.create_prim_func([a, b, c]))
+    kernel = Kernel("mm", "matmul", 1, 2 * 48**3, "", mod)
+    trees = model.booster.num_boosted_rounds()
+    with open_library(tmp_path / "lib.db") as lib:
+        result = tune_kernels([kernel], lib, get_config("host"), "mm", trials=16,
+                              num_trials_per_iter=8, cost_model=guide)  # fmt: skip
+        assert result.new_trials == 16 and lib.count_records() == 16
+    assert len(guide.seen) == 16  # every measured candidate reached update()
+    assert model.booster.num_boosted_rounds() > trees  # and the model learned from them

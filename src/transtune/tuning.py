@@ -216,7 +216,7 @@ def tune_kernels(
     time_budget: float | None = None,
     num_trials_per_iter: int = 32,
     seed: int = 0,
-    cost_model: str = "xgb",
+    cost_model: str | ms.cost_model.CostModel = "xgb",
     on_update: Callable | None = None,
     builder=None,
     runner=None,
@@ -225,7 +225,9 @@ def tune_kernels(
 
     ``trials``: total measured candidates for these kernels (library included);
     ``per_kernel``: cap per kernel (default: ``trials``); ``time_budget``: seconds for this
-    session. At least one of ``trials`` and ``time_budget`` must be given.
+    session. At least one of ``trials`` and ``time_budget`` must be given. ``cost_model``: a
+    MetaSchedule cost model name or object (e.g. a
+    :class:`~transtune.costmodel.metaschedule.LearnedCostModel`).
     """
     if trials is None and time_budget is None:
         raise ValueError("give a trial budget, a time budget, or both")
@@ -234,7 +236,8 @@ def tune_kernels(
     run_id = f"tune:{name}:{config.name}"
     library.start_run(
         run_id, "tune", name, key,
-        {"trials": trials, "per_kernel": per_kernel, "seed": seed, "cost_model": cost_model},
+        {"trials": trials, "per_kernel": per_kernel, "seed": seed,
+         "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__},
     )  # fmt: skip
     runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
     with warm_builder(builder, config.num_threads) as builder:
@@ -289,7 +292,11 @@ def tune_kernels(
             tuner.deadline = time.perf_counter() + time_budget
         database = LibraryDatabase(library, target, "tuned", run_id, config.name)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
-        model_cost = ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
+        model_cost = (
+            ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
+            if isinstance(cost_model, str)
+            else cost_model
+        )
         previous = signal.signal(signal.SIGINT, tuner.interrupt)
         try:
             ms.task_scheduler.TaskScheduler.create("gradient").tune(

@@ -71,7 +71,7 @@ class XGBCostModel(_Base):
         self.config = config or XGBConfig()
         self.booster = None
 
-    def fit(self, data: CostData, index=None) -> XGBCostModel:
+    def fit(self, data: CostData, index=None, rounds: int | None = None, warm=False):
         import xgboost as xgb
 
         rows = self._rows(data, index)
@@ -83,13 +83,20 @@ class XGBCostModel(_Base):
         matrix = xgb.DMatrix(pack_sum(data, rows), label=data.label[rows])
         if c.objective.startswith("rank:"):
             matrix.set_group(np.unique(data.group[rows], return_counts=True)[1])
-        self.booster = xgb.train(params, matrix, num_boost_round=c.n_estimators)
+        self.booster = xgb.train(
+            params, matrix, num_boost_round=rounds or c.n_estimators,
+            xgb_model=self.booster if warm else None,
+        )  # fmt: skip
         return self
 
     def predict(self, data: CostData, index=None) -> np.ndarray:
         import xgboost as xgb
 
         return self.booster.predict(xgb.DMatrix(pack_sum(data, self._rows(data, index))))
+
+    def boost(self, data: CostData, index=None, rounds: int = 20) -> XGBCostModel:
+        """Continue boosting on ``data`` (``rounds`` more trees): online updates in a search."""
+        return self.fit(data, index, rounds=rounds, warm=True)
 
     def save(self, path: str | Path) -> None:
         raw = self.booster.save_raw("json").decode()

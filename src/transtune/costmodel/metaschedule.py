@@ -1,0 +1,103 @@
+"""A transtune cost model inside MetaSchedule's search, as a ``PyCostModel``.
+
+It scores candidates with a trained model (:mod:`.models`) given the hardware descriptor of
+the configuration being tuned, and learns online: every measured batch is kept, and after
+each one the model takes a few steps on everything measured so far in this search (a torch
+model fine-tunes with the pairwise loss; an XGBoost model boosts more trees on it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+
+from ..errors import TranstuneError
+from .data import CostData
+from .models import TorchCostModel, XGBCostModel, load
+
+
+@derived_object
+class LearnedCostModel(ms.cost_model.PyCostModel):
+    """``model`` (or a checkpoint path) scoring candidates for the hardware ``hardware``
+    (a :class:`~transtune.hardware.HardwareDescriptor` vector). ``classes`` maps a kernel's
+    workload hash to its class id in the model's training data, when known."""
+
+    def __init__(
+        self,
+        model,
+        hardware: np.ndarray,
+        classes: dict[str, int] | None = None,
+        update_steps: int = 20,
+    ) -> None:
+        super().__init__()
+        self.model = load(model) if isinstance(model, str) else model
+        self.hardware = np.asarray(hardware, dtype=np.float32)
+        self.classes = classes or {}
+        self.update_steps = update_steps
+        self.extractor = ms.feature_extractor.PerStoreFeature()
+        self.seen: list[tuple[np.ndarray, float, int]] = []  # (stores, seconds, task)
+        self.tasks: dict[str, int] = {}
+
+    def load(self, path: str) -> None:
+        self.model = load(path)
+
+    def save(self, path: str) -> None:
+        self.model.save(path)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
+        info = self._info(context)
+        rows = [(s, 1.0, 0, *info) for s in stores]
+        return np.asarray(self.model.predict(self._data(rows)), dtype="float64")
+
+    def update(self, context, candidates, results) -> None:
+        stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
+        info = self._info(context)
+        task = self.tasks.setdefault(info[2], len(self.tasks))
+        for s, r in zip(stores, results, strict=True):
+            secs = [float(x) for x in (r.run_secs or [])]
+            if secs and max(secs) < 1e9:
+                self.seen.append((s, sum(secs) / len(secs), task, *info))
+        if self.update_steps and len(self.seen) >= 4:
+            data = self._data(self.seen)
+            if isinstance(self.model, TorchCostModel):
+                from .train import train
+
+                rows, steps = np.arange(len(data)), self.update_steps
+                train(self.model.net, data, rows, "pairwise", steps, 64, 1e-4, seed=len(rows))
+            elif isinstance(self.model, XGBCostModel):
+                self.model.boost(data, rounds=self.update_steps)
+
+    def _info(self, context) -> tuple[float, int, str]:
+        """(log2 FLOPs, class id, workload hash) of the task being tuned."""
+        from tvm.s_tir import analysis
+
+        key = str(ms.database.Workload(context.mod).as_json()[0])
+        flops = float(analysis.estimate_tir_flops(context.mod))
+        return math.log2(max(flops, 1.0)), self.classes.get(key, 0), key
+
+    def _data(self, rows: list[tuple]) -> CostData:
+        """CostData of (stores, seconds, group, log2 FLOPs, class id, workload) rows."""
+        if not rows:
+            raise TranstuneError("no candidates to score")
+        stores, secs, group, log_flops, cls, key = zip(*rows, strict=True)
+        latency = np.asarray(secs, dtype=np.float64)
+        group = np.asarray(group, dtype=np.int32)
+        best = {g: latency[group == g].min() for g in np.unique(group)}
+        return CostData(
+            stores=np.concatenate(stores).astype(np.float32),
+            offsets=np.concatenate([[0], np.cumsum([len(s) for s in stores])]).astype(np.int64),
+            hardware=np.tile(self.hardware, (len(rows), 1)),
+            log_flops=np.asarray(log_flops, np.float32),
+            kernel_class=np.asarray(cls, np.int32),
+            latency=latency,
+            label=np.asarray(
+                [best[g] / t for g, t in zip(group, latency, strict=True)], np.float32
+            ),
+            group=group,
+            workload=np.asarray(key, dtype=object),
+            target=np.full(len(rows), "", dtype=object),
+        )
