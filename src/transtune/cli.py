@@ -216,7 +216,7 @@ def _cmd_tune(args: argparse.Namespace) -> None:
         result = tune(
             model, lib, args.target, trials=args.trials, per_kernel=args.per_kernel,
             time_budget=args.time, num_trials_per_iter=args.batch_size, seed=args.seed,
-            on_update=update,
+            on_update=update, runner=_runner(args),
         )  # fmt: skip
     table = Table(
         title=f"{model.name} on {result.config}: {result.new_trials} new trials "
@@ -252,7 +252,7 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
         with console.status(f"transfer-tuning {model.name}") as status:
             result = transfer_tune(
                 model, lib, config, donors=args.donors.split(",") if args.donors else None,
-                max_candidates=args.max_candidates, policy=args.policy,
+                max_candidates=args.max_candidates, policy=args.policy, runner=_runner(args),
                 on_kernel=lambda k: status.update(f"{k.kernel.name}: {k.speedup:.1f}x"),
             )  # fmt: skip
         table = Table(
@@ -341,6 +341,39 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     console.print(table)
 
 
+def _runner(args: argparse.Namespace):
+    """An RPC runner when ``--rpc`` is given, else None (the local runner)."""
+    if not args.rpc:
+        return None
+    from .measure import EVALUATOR
+    from .rpc import rpc_runner
+
+    return rpc_runner(args.rpc, args.key, EVALUATOR)
+
+
+def _cmd_rpc(args: argparse.Namespace) -> None:
+    import time
+
+    from .rpc import LocalCluster
+
+    with LocalCluster(args.servers, args.key, args.host, args.port) as cluster:
+        console.print(
+            f"RPC tracker at {cluster.tracker} with {args.servers} servers (key {args.key!r}); "
+            f"use --rpc {cluster.tracker} --key {args.key}. Ctrl-C stops them."
+        )
+        try:
+            while all(p.poll() is None for p in cluster.processes):
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    console.print("stopped")
+
+
+def _add_rpc_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rpc", metavar="HOST:PORT", help="measure on RPC servers of this tracker")
+    p.add_argument("--key", default="local", help="device key at the RPC tracker")
+
+
 def _open_json_database(work_dir: str):
     from tvm.s_tir import meta_schedule as ms
 
@@ -385,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-kernel", type=int, help="cap of measured candidates per kernel")
     p.add_argument("--batch-size", type=int, default=32, help="candidates per search round")
     p.add_argument("--seed", type=int, default=0)
+    _add_rpc_args(p)
     p.set_defaults(func=_cmd_tune)
 
     p = sub.add_parser("transfer", help="transfer-tune a model from a schedule library")
@@ -398,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],
         help="how donor schedules are picked per kernel",
     )  # fmt: skip
+    _add_rpc_args(p)
     p.set_defaults(func=_cmd_transfer)
 
     p = sub.add_parser("library", help="inspect, import into and export a schedule library")
@@ -441,6 +476,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_costmodel)
+
+    p = sub.add_parser("rpc", help="start an RPC tracker and servers on this host to try it out")
+    p.add_argument("action", choices=["up"])
+    p.add_argument("--servers", type=int, default=2)
+    p.add_argument("--key", default="local")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=9190, help="tracker port")
+    p.set_defaults(func=_cmd_rpc)
     return parser
 
 
