@@ -180,10 +180,12 @@ def transfer_one(model_name: str, policy: str) -> None:
         }
         if policy != "all":
             untuned = benchmark(model, config, None, repeat=3, runtimes=("tvm",))
-            transferred = benchmark(model, config, LibraryDatabase(lib, target), repeat=REPEAT)
+            transferred = benchmark(
+                model, config, LibraryDatabase(lib, target), REPEAT, label="tvm-transferred"
+            )
             tuned = benchmark(
-                model, config, LibraryDatabase(full, target, read=("tuned",)), repeat=REPEAT,
-                runtimes=("tvm",),
+                model, config, LibraryDatabase(full, target, read=("tuned",)), REPEAT,
+                runtimes=("tvm",), label="tvm-full",
             )  # fmt: skip
             data["end_to_end"] = {
                 "untuned": untuned.to_json(),
