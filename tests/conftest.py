@@ -68,3 +68,50 @@ def host_target():
     from transtune.targets import get_config
 
     return get_config("host").tvm_target()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server on loopback for the session (skipped if not installed)."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    base = Path(tempfile.mkdtemp(prefix="transtune-pg-"))  # pytest's tmp is private to root
+    data = base / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        as_user = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(base, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True)  # noqa: E731
+    run(initdb, "-D", str(data), "-U", "postgres", "--auth=trust")
+    opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+    run(pg_ctl, "-D", str(data), "-o", opts, "-l", str(base / "log"), "-w", "start")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        run(pg_ctl, "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def library_url(request, tmp_path):
+    """A fresh, empty library URL on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/lib.db"
+    import psycopg
+
+    server = request.getfixturevalue("postgres_server")
+    name = f"lib_{abs(hash(str(tmp_path))) % 10**9}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return f"{server}/{name}"

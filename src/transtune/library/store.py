@@ -1,8 +1,9 @@
-"""The schedule library: a persistent, target-aware store of tuned schedules (SQLite).
+"""The schedule library: a persistent, target-aware store of tuned schedules.
 
-One SQLite file in WAL mode; every write is one transaction, so a killed process (SIGKILL,
-Ctrl-C) leaves every committed record and an openable library, and several processes can
-write one library at once (writers wait for each other up to ``busy_timeout``).
+One SQLite file in WAL mode (one machine), or a PostgreSQL database (several machines, by
+URL), with the same tables and SQL. Every write is one transaction, so a killed process
+(SIGKILL, Ctrl-C) leaves every committed record and an openable library, and several
+processes can write one library at once (writers wait for each other up to ``busy_timeout``).
 
 Records keep MetaSchedule's own JSON forms (workload ``[shash, base64 IRModule]``, trace,
 run seconds, target, argument info), so they round-trip with ``JSONDatabase`` work dirs, plus
@@ -114,15 +115,21 @@ class Record:
         return [self.trace, self.run_secs, json.loads(self.target_key), self.args_info]
 
 
-def parse_url(url: str | Path) -> Path:
-    """``sqlite:///path/lib.db`` or a plain path -> the file path."""
+def parse_url(url: str | Path) -> tuple[str, str]:
+    """``(backend, where)``: ``sqlite:///path/lib.db`` or a plain path -> ``("sqlite", path)``;
+    ``postgresql://user@host/db`` -> ``("postgresql", url)``."""
     text = str(url)
     if "://" in text:
         scheme, _, rest = text.partition("://")
+        if scheme in ("postgresql", "postgres"):
+            return "postgresql", text
         if scheme != "sqlite":
-            raise LibraryError(f"unsupported library URL scheme {scheme!r} (use sqlite:///path)")
+            raise LibraryError(
+                f"unsupported library URL scheme {scheme!r} "
+                "(use sqlite:///path or postgresql://user@host/db)"
+            )
         text = rest[1:] if rest.startswith("/") else rest
-    return Path(text)
+    return "sqlite", text
 
 
 def plain(obj: Any) -> Any:
@@ -151,19 +158,92 @@ def _tvm_version() -> str:
     return str(tvm.__version__)
 
 
-class Library:
-    """A schedule library file. Use :func:`open_library`; close with :meth:`close`."""
+class _SQLite:
+    """SQLite in WAL mode; ``BEGIN IMMEDIATE`` makes writers wait for each other."""
 
-    def __init__(self, path: Path, busy_timeout: float = 60.0) -> None:
-        self.path = path
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: str, busy_timeout: float) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            self.conn.execute(f"PRAGMA {pragma}")
+        self.errors = (sqlite3.DatabaseError,)
+        self.begin = ["BEGIN IMMEDIATE"]
+
+    def sql(self, text: str) -> str:
+        return text
+
+    def insert(self, cur, text: str, params: tuple) -> int:
+        cur.execute(text, params)
+        return cur.lastrowid
+
+
+class _Postgres:
+    """PostgreSQL (``psycopg``): the same SQL, translated; an advisory lock per write
+    transaction makes writers wait for each other, as SQLite's ``BEGIN IMMEDIATE`` does."""
+
+    _CONFLICT = {"workload_models": "(workload_id, model) DO UPDATE SET "
+                 "kernel_name = EXCLUDED.kernel_name, weight = EXCLUDED.weight"}  # fmt: skip
+
+    def __init__(self, url: str, busy_timeout: float) -> None:
         try:
-            self._conn = sqlite3.connect(
-                str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
+            import psycopg
+        except ImportError:
+            raise LibraryError("a PostgreSQL library needs the psycopg package") from None
+        try:
+            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=int(busy_timeout))
+        except psycopg.Error as err:
+            raise LibraryError(f"cannot connect to {url}: {str(err).strip()}") from None
+        self.errors = (psycopg.Error,)
+        self.begin = ["BEGIN", "SELECT pg_advisory_xact_lock(7216)"]
+
+    def sql(self, text: str) -> str:
+        text = text.replace("?", "%s").replace("GROUP_CONCAT(model)", "STRING_AGG(model, ',')")
+        text = text.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY")
+        text = text.replace("BLOB", "BYTEA").replace(" REAL", " DOUBLE PRECISION")
+        for verb, clause in (("INSERT OR IGNORE INTO", None), ("INSERT OR REPLACE INTO", 1)):
+            if verb in text:
+                table = text.split(verb, 1)[1].split()[0]
+                tail = "DO NOTHING" if clause is None else self._CONFLICT[table]
+                text = text.replace(verb, "INSERT INTO") + f" ON CONFLICT {tail}"
+        return text
+
+    def insert(self, cur, text: str, params: tuple) -> int:
+        return cur.execute(text + " RETURNING id", params).fetchone()[0]
+
+
+class _Cursor:
+    """A cursor that speaks the library's SQL (SQLite's) on either backend."""
+
+    def __init__(self, cur, backend) -> None:
+        self._cur, self._backend = cur, backend
+
+    def execute(self, text: str, params: tuple = ()):
+        return self._cur.execute(self._backend.sql(text), params)
+
+    def executemany(self, text: str, rows) -> None:
+        self._cur.executemany(self._backend.sql(text), list(rows))
+
+    def insert(self, text: str, params: tuple) -> int:
+        """Run an ``INSERT`` and return the new row's id."""
+        return self._backend.insert(self._cur, self._backend.sql(text), params)
+
+
+class Library:
+    """A schedule library (SQLite file or PostgreSQL database). Use :func:`open_library`;
+    close with :meth:`close`."""
+
+    def __init__(self, url: str | Path, busy_timeout: float = 60.0) -> None:
+        kind, where = parse_url(url)
+        self.url = str(url)
+        self.path = where  # the file (SQLite) or the connection URL (PostgreSQL)
+        try:
+            self._backend = (_SQLite if kind == "sqlite" else _Postgres)(where, busy_timeout)
+        except sqlite3.DatabaseError as err:
+            raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
+        self._conn = self._backend.conn
+        try:
             with self.transaction() as cur:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -177,30 +257,31 @@ class Library:
                     )
                 elif row[0] != SCHEMA_VERSION:
                     raise LibraryError(
-                        f"{path}: library schema version {row[0]}, this transtune reads "
+                        f"{where}: library schema version {row[0]}, this transtune reads "
                         f"version {SCHEMA_VERSION}"
                     )
-        except sqlite3.DatabaseError as err:
-            raise LibraryError(f"{path} is not a usable schedule library: {err}") from None
+        except self._backend.errors as err:
+            raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
         self._workloads: dict[str, list[tuple[int, Any]]] = {}  # shash -> [(id, IRModule)]
         self._targets: dict[str, int] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """One write transaction (``BEGIN IMMEDIATE``): all of it lands, or none of it."""
+    def transaction(self) -> Iterator[_Cursor]:
+        """One write transaction, writers one at a time: all of it lands, or none of it."""
         cur = self._conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
+        for statement in self._backend.begin:
+            cur.execute(statement)
         try:
-            yield cur
+            yield _Cursor(cur, self._backend)
         except BaseException:
             cur.execute("ROLLBACK")
             raise
         cur.execute("COMMIT")
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
-        return self._conn.execute(sql, params).fetchall()
+        return self._conn.execute(self._backend.sql(sql), params).fetchall()
 
     def close(self) -> None:
         self._conn.close()
@@ -268,12 +349,11 @@ class Library:
                         wid = other
                 if wid is None:
                     blob = zlib.compress(json.dumps([shash, b64]).encode(), 6)
-                    cur.execute(
+                    wid = cur.insert(
                         "INSERT INTO workloads (shash, mod_json, kernel_class, flops) "
                         "VALUES (?, ?, ?, ?)",
                         (shash, blob, kernel_class, flops),
                     )
-                    wid = cur.lastrowid
                 self._workloads.pop(shash, None)
             if kernel_class is not None:
                 cur.execute(
@@ -326,7 +406,7 @@ class Library:
         secs = [float(s) for s in run_secs] or [FAILED_SECONDS]
         mean = math.fsum(secs) / len(secs)
         with self.transaction() as cur:
-            cur.execute(
+            return cur.insert(
                 "INSERT INTO records (workload_id, target_id, trace, args_info, run_secs, "
                 "mean_secs, provenance, donor, run_id, tvm_version, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -336,7 +416,6 @@ class Library:
                     time.time(),
                 ),
             )  # fmt: skip
-            return cur.lastrowid
 
     def records(
         self,
@@ -407,7 +486,11 @@ class Library:
             f"SELECT * FROM (SELECT r.workload_id, t.key, t.name, r.trace, r.args_info, "
             f"r.run_secs, r.mean_secs, r.provenance, r.donor, r.run_id, r.tvm_version, "
             f"r.created, {rank} AS n FROM records r JOIN targets t ON t.id = r.target_id"
-            + (f" WHERE r.mean_secs < {FAILED_SECONDS}) WHERE n <= {int(top_k)}" if top_k else ")")
+            + (
+                f" WHERE r.mean_secs < {FAILED_SECONDS}) AS ranked WHERE n <= {int(top_k)}"
+                if top_k
+                else ") AS ranked"
+            )
         )
         targets = {key: self._target_id(key, name) for _, key, name, *_ in rows}
         with self.transaction() as cur:
@@ -462,15 +545,16 @@ class Library:
 
     def summary(self) -> list[tuple]:
         """Per workload and target: id, class, models, target, record count, best ms, how."""
-        return self.query(
+        rows = self.query(
             "SELECT w.id, w.kernel_class, "
             "(SELECT GROUP_CONCAT(model) FROM workload_models m WHERE m.workload_id = w.id), "
-            "COALESCE(t.name, t.key), COUNT(*), ROUND(1e3 * MIN(r.mean_secs), 4), "
+            "COALESCE(t.name, t.key), COUNT(*), 1e3 * MIN(r.mean_secs), "
             "(SELECT provenance FROM records b WHERE b.workload_id = w.id "
             " AND b.target_id = t.id ORDER BY b.mean_secs LIMIT 1) "
             "FROM records r JOIN workloads w ON w.id = r.workload_id "
             "JOIN targets t ON t.id = r.target_id GROUP BY w.id, t.id ORDER BY w.id"
         )
+        return [(*row[:5], round(row[5], 4), row[6]) for row in rows]
 
     def info(self) -> dict[str, Any]:
         """Counts for ``transtune library info``."""
@@ -532,5 +616,6 @@ def _structural_equal(a, b) -> bool:
 
 
 def open_library(url: str | Path = "sqlite:///lib.db") -> Library:
-    """Open (creating if needed) the schedule library at ``url`` (``sqlite:///path`` or a path)."""
-    return Library(parse_url(url))
+    """Open (creating if needed) the schedule library at ``url``: ``sqlite:///path`` or a path
+    (one machine), ``postgresql://user@host/db`` (a team's shared library)."""
+    return Library(url)
