@@ -108,6 +108,7 @@ def test_each_model_learns_and_round_trips(data, model, tmp_path):
     path = tmp_path / "model.json"
     model.save(path)
     again = load(path)
+    assert again.classes == data.classes and again.config == model.config
     np.testing.assert_allclose(again.predict(data), model.predict(data), rtol=1e-5, atol=1e-6)
 
 
@@ -129,6 +130,16 @@ def test_cli_trains_and_evaluates_on_a_split(dataset_dir, tmp_path, capsys):
     assert main(["costmodel", "eval", str(dataset_dir), ckpt, *split]) == 0
     out = capsys.readouterr().out
     assert "pca" in out and "peak@1" in out and "by-hardware" in out
+    # The checkpoint guides MetaSchedule's search.
+    from transtune.frontend import export_onnx
+
+    onnx = tmp_path / "mlp.onnx"
+    module = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU()).eval()
+    export_onnx(from_module(module, (torch.randn(8, 64),)), onnx, dynamo=False)
+    lib = f"sqlite:///{tmp_path}/lib.db"
+    argv = ["tune", str(onnx), "--library", lib, "--trials", "8", "--batch-size", "8"]
+    assert main([*argv, "--cost-model", ckpt]) == 0
+    assert "8 new trials" in capsys.readouterr().out
 
 
 def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path):

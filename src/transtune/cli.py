@@ -216,7 +216,7 @@ def _cmd_tune(args: argparse.Namespace) -> None:
         result = tune(
             model, lib, args.target, trials=args.trials, per_kernel=args.per_kernel,
             time_budget=args.time, num_trials_per_iter=args.batch_size, seed=args.seed,
-            on_update=update, runner=_runner(args),
+            on_update=update, runner=_runner(args), cost_model=_cost_model(args, model),
         )  # fmt: skip
     table = Table(
         title=f"{model.name} on {result.config}: {result.new_trials} new trials "
@@ -341,6 +341,21 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     console.print(table)
 
 
+def _cost_model(args: argparse.Namespace, model):
+    """A pre-trained cost model guiding the search (``--cost-model``), else MetaSchedule's XGB."""
+    if not args.cost_model:
+        return "xgb"
+    from .costmodel.metaschedule import LearnedCostModel
+    from .hardware import describe
+    from .targets import get_config
+    from .tasks import extract_kernels
+
+    config = get_config(args.target)
+    kernels = extract_kernels(model.mod, config.tvm_target())
+    classes = {k.workload_hash: k.kernel_class for k in kernels}
+    return LearnedCostModel(args.cost_model, describe(config).vector(), classes)
+
+
 def _runner(args: argparse.Namespace):
     """An RPC runner when ``--rpc`` is given, else None (the local runner)."""
     if not args.rpc:
@@ -418,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-kernel", type=int, help="cap of measured candidates per kernel")
     p.add_argument("--batch-size", type=int, default=32, help="candidates per search round")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cost-model", help="a trained cost model (checkpoint) to guide the search")
     _add_rpc_args(p)
     p.set_defaults(func=_cmd_tune)
 

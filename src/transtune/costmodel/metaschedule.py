@@ -22,20 +22,21 @@ from .models import TorchCostModel, XGBCostModel, load
 @derived_object
 class LearnedCostModel(ms.cost_model.PyCostModel):
     """``model`` (or a checkpoint path) scoring candidates for the hardware ``hardware``
-    (a :class:`~transtune.hardware.HardwareDescriptor` vector). ``classes`` maps a kernel's
-    workload hash to its class id in the model's training data, when known."""
+    (a :class:`~transtune.hardware.HardwareDescriptor` vector). ``kernel_classes`` maps the
+    tuned kernels' workload hashes to their kernel class, when known."""
 
     def __init__(
         self,
         model,
         hardware: np.ndarray,
-        classes: dict[str, int] | None = None,
+        kernel_classes: dict[str, str] | None = None,
         update_steps: int = 20,
     ) -> None:
         super().__init__()
         self.model = load(model) if isinstance(model, str) else model
         self.hardware = np.asarray(hardware, dtype=np.float32)
-        self.classes = classes or {}
+        known = {c: i for i, c in enumerate(self.model.classes)}
+        self.classes = {w: known[c] for w, c in (kernel_classes or {}).items() if c in known}
         self.update_steps = update_steps
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self.seen: list[tuple[np.ndarray, float, int]] = []  # (stores, seconds, task)

@@ -40,8 +40,11 @@ class _Base:
         rows = self._rows(data, index)
         return evaluate(self.predict(data, rows), data.latency[rows], data.group[rows])
 
+    classes: list[str] = []  # kernel classes of the training data (the class ids' meaning)
+
     def _header(self) -> dict:
-        return {"kind": self.kind, "format": FORMAT_VERSION, "config": asdict(self.config)}
+        return {"kind": self.kind, "format": FORMAT_VERSION, "config": asdict(self.config),
+                "classes": self.classes}  # fmt: skip
 
 
 @dataclass
@@ -76,6 +79,7 @@ class XGBCostModel(_Base):
 
         rows = self._rows(data, index)
         rows = rows[np.argsort(data.group[rows], kind="stable")]  # ranking needs grouped rows
+        self.classes = self.classes or list(data.classes)
         c = self.config
         params = {"objective": c.objective, "max_depth": c.max_depth, "eta": c.learning_rate,
                   "subsample": c.subsample, "seed": c.seed, "nthread": c.threads,
@@ -109,6 +113,7 @@ class XGBCostModel(_Base):
         model = cls(XGBConfig(**payload["config"]))
         model.booster = xgb.Booster()
         model.booster.load_model(bytearray(payload["booster"].encode()))
+        model.classes = payload.get("classes", [])
         return model
 
 
@@ -143,6 +148,7 @@ class TorchCostModel(_Base):
         from .train import train
 
         c = self.config
+        self.classes = self.classes or list(data.classes)
         self.history = train(
             self.net, data, self._rows(data, index), c.loss, c.epochs, c.groups_per_batch,
             c.lr, c.weight_decay, c.seed, on_epoch,
@@ -169,6 +175,7 @@ class TorchCostModel(_Base):
         model = cls(TorchConfig(**payload["config"]))
         state = torch.load(io.BytesIO(bytes.fromhex(payload["state"])), weights_only=True)
         model.net.load_state_dict(state)
+        model.classes = payload.get("classes", [])
         return model
 
 
