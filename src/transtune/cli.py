@@ -160,6 +160,14 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
     if args.action == "info":
         for key, value in dataset_info(args.dir).items():
             console.print(f"{key}: {value}")
+    elif args.action == "prune":
+        from .dataset.prune import prune
+
+        summary = prune(args.dir, args.out, args.strategy, args.keep, args.seed)
+        console.print(
+            f"kept {summary['programs']} of {summary['of']} programs ({args.strategy}), "
+            f"{summary['records']} records, in {args.out}"
+        )
     elif args.action == "export":
         count = export_json(args.dir, args.out, args.target or "host")
         console.print(f"exported {count} records of {args.target or 'host'} to {args.out}")
@@ -462,8 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_library)
 
     p = sub.add_parser("dataset", help="collect, inspect and export a measured-program dataset")
-    p.add_argument("action", choices=["collect", "info", "export"])
-    p.add_argument("dir", nargs="?", help="dataset directory (info, export)")
+    p.add_argument("action", choices=["collect", "info", "export", "prune"])
+    p.add_argument("dir", nargs="?", help="dataset directory (info, export, prune)")
     p.add_argument("--models", default="resnet18", help="collect: comma-separated zoo models")
     p.add_argument("--targets", default="host", help="collect: comma-separated configurations")
     p.add_argument("--per-kernel", type=int, default=32, help="collect: schedules per kernel")
@@ -472,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="collect: dataset directory; export: MetaSchedule work dir")
     p.add_argument("--target", help="export: the configuration to export (default host)")
+    p.add_argument("--strategy", default="diversity", help="prune: strategy, or a+b")
+    p.add_argument("--keep", type=float, default=0.5, help="prune: fraction of programs kept")
     p.set_defaults(func=_cmd_dataset)
 
     p = sub.add_parser("costmodel", help="train, evaluate and apply cost models on a dataset")
@@ -511,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "library" and args.action in ("import", "export", "merge") and not args.path:
         parser.error(f"library {args.action} needs a path")
     if args.command == "dataset" and (args.out is None) != (args.action == "info"):
-        parser.error("dataset collect and export need --out; info takes the directory only")
+        parser.error("dataset collect, export and prune need --out; info takes the directory only")
     if args.command == "dataset" and args.action != "collect" and not args.dir:
         parser.error(f"dataset {args.action} needs the dataset directory")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
