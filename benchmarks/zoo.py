@@ -68,7 +68,8 @@ def write_report(results: list[dict]) -> None:
         "",
         f"Written by `benchmarks/zoo.py`. Host: {host.cpu_model} (LLVM cpu `{host.mcpu}`), "
         f"{host.cores} cores, target configuration `host`, {first['num_threads']} threads for "
-        "every runtime. Versions: "
+        "PyTorch and ONNX Runtime (untuned TVM code has no parallel loops, so it runs on one "
+        "thread whatever the setting). Versions: "
         + ", ".join(f"{k} {v}" for k, v in first["versions"].items())
         + f". Batch 1; latency = median of {first['repeat']} repeats after a warm-up (each "
         "repeat averages runs for at least 100 ms); the spread is min..max. "
