@@ -165,3 +165,34 @@ def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path):
         assert result.new_trials == 16 and lib.count_records() == 16
     assert len(guide.seen) == 16  # every measured candidate reached update()
     assert model.booster.num_boosted_rounds() > trees  # and the model learned from them
+
+
+def synthetic_data(groups: int = 8, per_group: int = 24, seed: int = 0):
+    """Records whose speed grows with one feature: a learnable ranking, no TVM needed."""
+    from transtune.costmodel import CostData
+
+    rng = np.random.default_rng(seed)
+    n = groups * per_group
+    lengths = rng.integers(1, 4, n)
+    stores = rng.normal(size=(lengths.sum(), 164)).astype(np.float32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    signal = np.add.reduceat(stores[:, 3], offsets[:-1])
+    group = np.repeat(np.arange(groups), per_group).astype(np.int32)
+    latency = np.exp(-signal + 0.1 * rng.normal(size=n)) * (1 + group)
+    best = np.array([latency[group == g].min() for g in range(groups)])
+    return CostData(
+        stores, offsets, np.zeros((n, 8), np.float32), np.zeros(n, np.float32),
+        np.zeros(n, np.int32), latency, (best[group] / latency).astype(np.float32), group,
+        np.asarray([f"w{g}" for g in group], dtype=object), np.full(n, "host", dtype=object),
+    )  # fmt: skip
+
+
+def test_metaschedule_peers_run_on_the_same_data():
+    from transtune.costmodel.peers import MetaScheduleMLP, MetaScheduleXGB
+
+    data = synthetic_data(groups=6, per_group=12)
+    for peer in (MetaScheduleXGB(early_stopping_rounds=5), MetaScheduleMLP(epochs=10)):
+        scores = peer.fit(data).score(data)
+        assert scores["pca"] > 0.6, (peer.kind, scores)  # random: 0.5
+    with pytest.raises(ValueError, match=">= 5"):
+        MetaScheduleMLP().fit(synthetic_data(groups=4))
