@@ -93,9 +93,13 @@ def postgres_server():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True)  # noqa: E731
-    run(initdb, "-D", str(data), "-U", "postgres", "--auth=trust")
     opts = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
-    run(pg_ctl, "-D", str(data), "-o", opts, "-l", str(base / "log"), "-w", "start")
+    try:
+        run(initdb, "-D", str(data), "-U", "postgres", "--auth=trust")
+        run(pg_ctl, "-D", str(data), "-o", opts, "-l", str(base / "log"), "-w", "start")
+    except (subprocess.CalledProcessError, FileNotFoundError) as err:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"could not start a PostgreSQL server here: {err}")
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}"
     finally:
