@@ -86,10 +86,12 @@ def test_tune_then_transfer_onnx_models(tiny_conv, tmp_path, capsys):
     lib = f"sqlite:///{tmp_path}/lib.db"
     assert main(["tune", str(donor), "--library", lib, "--trials", "16", "--batch-size", "8"]) == 0
     capsys.readouterr()
-    argv = ["transfer", str(new), "--library", lib, "--max-candidates", "2", "--repeat", "2"]
+    argv = ["transfer", str(new), "--library", lib, "--max-candidates", "2", "--repeat", "2",
+            "--budget", "8"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "new: transfer-tuning on host, shape policy" in out
+    assert "search continued for" in out  # the hybrid: MetaSchedule from the transferred ones
     assert "donor#w" in out  # at least one kernel took a donor's schedule
     assert "tvm-transferred" in out and "onnxruntime" in out
 
