@@ -12,6 +12,8 @@ status and reason. Rerunning skips what the directory holds.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,9 +100,17 @@ def collect(
     runners = {c.name: local_runner(EVALUATOR, num_threads=c.num_threads) for c in cfgs}
     stats = CollectStats()
     start = time.perf_counter()
+    # Ctrl-C stops after the kernel being measured (an interrupt inside TVM's builder would
+    # surface as an FFI error instead); every file written so far is whole.
+    stop = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if main else None
     try:
         with warm_builder() as builder:
             for dk in kernels:
+                if stop.is_set():
+                    stats.interrupted = True
+                    break
                 k = dk.kernel
                 missing = {
                     c.name: per_kernel - len(done.get((k.workload_hash, c.name), ())) for c in cfgs
@@ -130,8 +140,9 @@ def collect(
                 stats.seconds = time.perf_counter() - start
                 if on_kernel is not None:
                     on_kernel(dk, stats)
-    except KeyboardInterrupt:
-        stats.interrupted = True
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
     stats.seconds = time.perf_counter() - start
     store.compact()
     return stats
