@@ -26,27 +26,36 @@ DATA = OUT / "dataset"
 DATASET = ROOT / "data" / "dataset"
 MODELS = [
     "resnet18", "mobilenet_v2", "bert_tiny", "resnet50", "efficientnet_b0", "mnasnet1_0",
-    "alexnet", "vgg16", "googlenet", "mobilenet_v3_large", "densenet121", "bert_medium",
-    "resnext50_32x4d", "inception_v3",
+    "alexnet", "vgg16", "googlenet", "mobilenet_v3_large", "bert_base", "densenet121",
+    "bert_medium", "resnext50_32x4d", "inception_v3", "mobilebert", "wide_resnet50_2",
+    "efficientnet_b4",
 ]  # fmt: skip
-BATCH_SIZES = "1,4"
+# Each pass goes through every model: (batch size, image side for CNNs, sequence length for
+# BERTs); None = the model's own. Small inputs add kernels that are cheap to measure.
+PASSES = [(1, None, None), (1, 160, 64)]
 CONFIGS = "host,host-1core,host-avx2,host-sse4.2"
 PER_KERNEL = 32
 
 
 def collect(minutes: float) -> None:
-    """One model at a time (a fresh process each) until ``minutes`` have passed."""
+    """Model by model, pass by pass (a fresh process each), until ``minutes`` have passed;
+    what the dataset holds already is skipped."""
     deadline = time.time() + 60 * minutes
-    for model in MODELS:
-        if time.time() > deadline:
-            break
-        print(f"== {model}", flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "transtune.cli", "dataset", "collect", "--models", model,
-             "--batch-sizes", BATCH_SIZES, "--targets", CONFIGS, "--per-kernel",
-             str(PER_KERNEL), "--out", str(DATASET)],
-            check=True,
-        )  # fmt: skip
+    for batch, image, sequence in PASSES:
+        for model in MODELS:
+            if time.time() > deadline:
+                return
+            size = sequence if model.startswith(("bert", "mobilebert")) else image
+            print(f"== {model} batch {batch} size {size or 'default'}", flush=True)
+            command = [
+                sys.executable, "-m", "transtune.cli", "dataset", "collect", "--models", model,
+                "--batch-sizes", str(batch), "--targets", CONFIGS,
+                "--per-kernel", str(PER_KERNEL), "--out", str(DATASET),
+            ]  # fmt: skip
+            if size:
+                command += ["--sizes", str(size)]
+            if subprocess.run(command).returncode != 0:
+                return  # interrupted or failed: stop here, rerun resumes
 
 
 def pick_kernels(count: int):
@@ -151,8 +160,10 @@ def report() -> None:
         "",
         f"Written by `benchmarks/dataset.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
         f"{host.cores} cores; TVM 0.27.0. Collected with `transtune dataset collect --models M "
-        f"--batch-sizes {BATCH_SIZES} --targets {CONFIGS} --per-kernel {PER_KERNEL}` for each "
-        "model in turn (`python benchmarks/dataset.py collect`), into `data/dataset/`.",
+        f"--targets {CONFIGS} --per-kernel {PER_KERNEL}` for each model in turn, at "
+        "batch 1 and the model's input size, then at batch 1 with 160-pixel images / "
+        "64-token sequences (`python benchmarks/dataset.py collect`), into `data/dataset/`. "
+        "The first kernels (ResNet-18) were also collected at batch 4.",
         "",
         "The four targets are *configurations of one physical CPU*: the full ISA on 2 threads "
         "and on 1 thread (the same binary), and code restricted to AVX2 (`-mcpu=haswell`) and "

@@ -80,9 +80,7 @@ def load_cost_data(
         for w, s, n, v in zip(feats["workload"], feats["sample"], feats["n_stores"],
                               feats["values"], strict=True)
     }  # fmt: skip
-    wl = store.read(
-        "workloads", ["workload", "kernel_class", "flops", "models", "weights"]
-    ).to_pydict()
+    wl = store.read("workloads", ["workload", "kernel_class", "flops"]).to_pydict()
     classes = sorted(set(wl["kernel_class"]))
     info = {
         w: (classes.index(c), f)
@@ -112,11 +110,9 @@ def load_cost_data(
     _, group = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
     best = np.full(group.max() + 1 if len(group) else 0, math.inf)
     np.minimum.at(best, group, latency)
-    models = {
-        w: sorted({m.split("@")[0] for m in ms})
-        for w, ms in zip(wl["workload"], wl["models"], strict=True)
-    }
-    weights = {w: int(sum(ws)) for w, ws in zip(wl["workload"], wl["weights"], strict=True)}
+    occurrences = store.occurrences()
+    models = {w: sorted({m.split("@")[0] for m in tags}) for w, tags in occurrences.items()}
+    weights = {w: int(sum(tags.values())) for w, tags in occurrences.items()}
     return CostData(
         stores=np.concatenate(stores) if stores else np.zeros((0, FEATURE_DIM), np.float32),
         offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),

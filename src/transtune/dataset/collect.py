@@ -93,6 +93,7 @@ def collect(
     _describe_new(store, cfgs)
     done = _done(store)
     have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
+    _write_occurrences(store, kernels)
     have_features = set(store.read("features", ["workload"])["workload"].to_pylist())
     groups: dict[str, list[TargetConfig]] = {}
     for c in cfgs:
@@ -179,6 +180,17 @@ def _write_workload(store: DatasetStore, dk: DatasetKernel, spaces: list[str]) -
         "spaces",
         [{"workload": k.workload_hash, "space": i, "insts": s} for i, s in enumerate(spaces)],
     )
+
+
+def _write_occurrences(store: DatasetStore, kernels: list[DatasetKernel]) -> None:
+    """Record the model tags of kernels already in the dataset that it does not list yet."""
+    known = store.occurrences()
+    store.write("occurrences", [
+        {"workload": dk.kernel.workload_hash, "model": m, "weight": w}
+        for dk in kernels if dk.kernel.workload_hash in known
+        for m, w in zip(dk.models, dk.weights, strict=True)
+        if m not in known[dk.kernel.workload_hash]
+    ])  # fmt: skip
 
 
 def _write_features(store: DatasetStore, kernel: Kernel, samples, config: TargetConfig) -> None:

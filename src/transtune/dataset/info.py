@@ -26,7 +26,7 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     store = DatasetStore(path)
     report = ReadReport()
     records = store.read("records", ["workload", "run_secs", "status"], report=report)
-    workloads = store.read("workloads", ["workload", "kernel_class", "models"], report=report)
+    workloads = store.read("workloads", ["workload", "kernel_class"], report=report)
     hardware = store.read("hardware", ["id", "config", "descriptor"], report=report)
     ok = records.filter(pc.equal(records["status"], "ok"))
     per_target = {}
@@ -37,7 +37,7 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
             "ok": int(pc.sum(pc.equal(rows["status"], "ok")).as_py() or 0),
             "kernels": len(pc.unique(rows["workload"])),
         }
-    models = sorted({m.split("@")[0] for ms_ in workloads["models"].to_pylist() for m in ms_})
+    models = sorted({m.split("@")[0] for tags in store.occurrences().values() for m in tags})
     size = sum(p.stat().st_size for p in Path(path).rglob("*.parquet"))
     return {
         "path": str(path),

@@ -196,7 +196,7 @@ def prune(src: str | Path, out: str | Path, strategy: str, keep: float, seed: in
     target = DatasetStore(out, create=True, meta={**source.meta, "pruned": {
         "from": str(src), "strategy": strategy, "keep": keep, "seed": seed}})  # fmt: skip
     target.write("hardware", source.read("hardware").to_pylist())
-    for table in ("workloads", "spaces"):
+    for table in ("workloads", "occurrences", "spaces"):
         rows = source.read(table)
         target.write(
             table, rows.filter(pc.is_in(rows["workload"], pa.array(sorted(workloads)))).to_pylist()

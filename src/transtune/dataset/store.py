@@ -5,6 +5,7 @@
     DIR/dataset.json                      format version, evaluator, TVM version
     DIR/hardware/part-*.parquet           one row per target configuration (descriptor)
     DIR/workloads/part-*.parquet          one row per kernel: class, FLOPs, IRModule, models
+    DIR/occurrences/part-*.parquet        (kernel, model tag, weight) seen by later collections
     DIR/spaces/part-*.parquet             design-space instructions, once per (kernel, space)
     DIR/records/target=NAME/part-*.parquet  one row per measured schedule: its decisions only
     DIR/features/part-*.parquet           per-store program features (regenerable)
@@ -41,6 +42,9 @@ SCHEMAS = {
         [("workload", pa.string()), ("kernel_class", pa.string()), ("flops", pa.float64()),
          ("mod", pa.string()), ("models", pa.list_(pa.string())),
          ("weights", pa.list_(pa.int32()))]
+    ),
+    "occurrences": pa.schema(
+        [("workload", pa.string()), ("model", pa.string()), ("weight", pa.int32())]
     ),
     "spaces": pa.schema(
         [("workload", pa.string()), ("space", pa.int16()), ("insts", pa.string())]
@@ -158,6 +162,17 @@ class DatasetStore:
                       for c in names]  # fmt: skip
             return pa.schema(fields).empty_table()
         return pa.concat_tables(pieces)
+
+    def occurrences(self) -> dict[str, dict[str, int]]:
+        """Model tags (``"resnet18@b4"``) each kernel occurs in, with its weight there: those
+        recorded with the kernel plus those added by later collections."""
+        found: dict[str, dict[str, int]] = {}
+        wl = self.read("workloads", ["workload", "models", "weights"]).to_pydict()
+        for w, models, weights in zip(*wl.values(), strict=True):
+            found.setdefault(w, {}).update(zip(models, weights, strict=True))
+        for w, model, weight in zip(*self.read("occurrences").to_pydict().values(), strict=True):
+            found.setdefault(w, {})[model] = weight
+        return found
 
     def compact(self) -> int:
         """Merge every table's (and partition's) part files into one; returns files removed."""
