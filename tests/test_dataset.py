@@ -75,6 +75,17 @@ def test_resume_measures_only_what_is_missing(collected, kernels):
     assert len(samples) == len(records)  # nothing measured twice
 
 
+def test_kernels_seen_again_in_another_model_record_it(collected, kernels, tmp_path):
+    out, _ = collected
+    again = [DatasetKernel(dk.kernel, ["mlp2@b4"], [2]) for dk in kernels]
+    stats = collect(str(out), again, CONFIGS, per_kernel=3, seed=0)
+    assert stats.records == 0  # nothing new to measure, but the new model is recorded
+    tags = DatasetStore(out).occurrences()
+    assert all(tags[dk.kernel.workload_hash] == {"mlp@b4": dk.kernel.weight, "mlp2@b4": 2}
+               for dk in kernels)  # fmt: skip
+    assert dataset_info(out)["models"] == ["mlp", "mlp2"]
+
+
 def test_corrupt_files_and_rows_are_skipped_and_reported(collected, tmp_path):
     out, _ = collected
     bad = out / "records" / "target=host" / "part-zzzz-bad.parquet"

@@ -1,17 +1,22 @@
 """Measuring through TVM's RPC tracker: a real tracker and two servers on loopback."""
 
+import json
 import socket
 import threading
 import time
 
+import psutil
 import pytest
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
 from transtune.cli import main
+from transtune.dataset import DatasetStore, collect, dataset_info
+from transtune.dataset.collect import DatasetKernel
+from transtune.hardware import describe
 from transtune.library import open_library
-from transtune.measure import EVALUATOR
-from transtune.rpc import LocalCluster, RPCError, rpc_runner, servers
+from transtune.measure import EVALUATOR, measure_modules, warm_builder
+from transtune.rpc import LocalCluster, RPCError, connect, rpc_runner, servers
 from transtune.targets import get_config
 from transtune.tasks import Kernel
 from transtune.tuning import tune_kernels
@@ -64,3 +69,45 @@ def test_tuning_survives_a_server_dying_mid_run(tmp_path):
             assert lib.count_records() == 24 and len(ok) >= 16  # the other server measured on
     with open_library(tmp_path / "lib.db") as again:
         assert again.count_records() == 24
+
+
+def test_dataset_collection_and_descriptor_through_rpc(tmp_path):
+    kernel = matmul_kernel()
+    with LocalCluster(1, "dev", port=free_port()) as cluster:
+        remote = describe("host-1core", connect(cluster.tracker, "dev"), machine="board-1")
+        local = describe("host-1core")
+        assert remote.id == "host-1core@board-1" and remote.threads == 1
+        assert (remote.isa, remote.l1d_kib, remote.l2_kib) == (local.isa, local.l1d_kib,
+                                                                local.l2_kib)  # fmt: skip
+        assert remote.measured_bandwidth_gbs > 0.1 and remote.measured_peak_gflops > 0.1
+        out = tmp_path / "ds"
+        stats = collect(str(out), [DatasetKernel(kernel, ["mm@b1"], [1])], ["host-1core"], 4,
+                        rpc=cluster.tracker, key="dev")  # fmt: skip
+    assert stats.records == 4 and stats.failures == 0
+    hardware = DatasetStore(out).read("hardware").to_pylist()
+    assert json.loads(hardware[0]["descriptor"])["machine"] == f"dev@{cluster.tracker}"
+    assert dataset_info(out)["targets"]["host-1core"]["ok"] == 4
+
+
+def test_candidates_of_a_server_that_dies_run_again_elsewhere():
+    slow = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=300)
+    kernel = matmul_kernel(128)
+    with LocalCluster(2, "pair", port=free_port()) as cluster:
+        runner = rpc_runner(cluster.tracker, "pair", slow, num_threads=1)
+        victim = psutil.Process(cluster.server_processes[0].pid)
+
+        def kill_while_measuring() -> None:
+            while len(victim.children(recursive=True)) < 2:  # a session (a fork) is open
+                time.sleep(0.02)
+            cluster.kill_server(0)
+
+        killer = threading.Thread(target=kill_while_measuring, daemon=True)
+        killer.start()
+        with warm_builder() as builder:
+            measured = measure_modules(
+                [kernel.mod] * 4, get_config("host-1core").tvm_target(), builder, runner
+            )
+        killer.join(timeout=5)
+        assert not killer.is_alive()
+    assert [m.status for m in measured] == ["ok"] * 4, [m.error for m in measured]
+    assert runner.requeued >= 1

@@ -190,14 +190,17 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
                 )
 
             stats = collect(
-                args.out, kernels, args.targets.split(","), args.per_kernel, args.seed, update
-            )
+                args.out, kernels, args.targets.split(","), args.per_kernel, args.seed, update,
+                rpc=args.rpc, key=args.key,
+            )  # fmt: skip
         console.print(
             f"{stats.records} new records ({stats.failures} failed) for {stats.kernels_done} "
             f"kernels in {stats.seconds:.0f} s ({stats.records_per_minute:.0f} records/min); "
             f"{stats.kernels_skipped} kernels already complete"
             + ("; interrupted, rerun to resume" if stats.interrupted else "")
         )
+        if stats.interrupted:
+            raise KeyboardInterrupt
 
 
 def _cmd_tune(args: argparse.Namespace) -> None:
@@ -370,8 +373,10 @@ def _runner(args: argparse.Namespace):
         return None
     from .measure import EVALUATOR
     from .rpc import rpc_runner
+    from .targets import get_config
 
-    return rpc_runner(args.rpc, args.key, EVALUATOR)
+    threads = get_config(args.target).num_threads
+    return rpc_runner(args.rpc, args.key, EVALUATOR, num_threads=threads)
 
 
 def _cmd_rpc(args: argparse.Namespace) -> None:
@@ -482,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="export: the configuration to export (default host)")
     p.add_argument("--strategy", default="diversity", help="prune: strategy, or a+b")
     p.add_argument("--keep", type=float, default=0.5, help="prune: fraction of programs kept")
+    _add_rpc_args(p)
     p.set_defaults(func=_cmd_dataset)
 
     p = sub.add_parser("costmodel", help="train, evaluate and apply cost models on a dataset")

@@ -2,9 +2,12 @@
 
 A descriptor names the machine and the configuration separately: ``host-avx2`` on this host is
 a *configuration* of one physical CPU (the code is restricted to AVX2), not another CPU, and
-its id says so (``host-avx2@<machine>``). Cache sizes, clock and core count come from the OS;
-memory bandwidth and peak GFLOP/s are *measured* with two small TVM kernels built for the
-configuration (so an SSE4.2-only build shows SSE4.2's peak) and run on its thread count:
+its id says so (``host-avx2@<machine>``). The ISA level comes from the target (LLVM's features
+of its ``mcpu``), cache sizes and clock from the device's sysfs, and memory bandwidth and peak
+GFLOP/s are *measured* with two small TVM kernels built for the configuration (so an
+SSE4.2-only build shows SSE4.2's peak) and run on its thread count. A device behind TVM's RPC
+is described the same way through its session: sysfs files are downloaded, the kernels are
+uploaded and timed there.
 
 - bandwidth: a STREAM-like triad ``a = b + 3 c`` over 3 x 64 MiB arrays (12 bytes per element);
 - peak: independent chains of multiply-adds held in registers (2 FLOPs each).
@@ -12,9 +15,10 @@ configuration (so an SSE4.2-only build shows SSE4.2's peak) and run on its threa
 
 from __future__ import annotations
 
+import functools
 import math
 import platform
-import time
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -22,9 +26,9 @@ import numpy as np
 
 from .targets import TargetConfig, get_config, host_info
 
-_SIMD_BITS = {"avx512f": 512, "avx2": 256, "avx": 256, "sse42": 128, "sse2": 128}
-# ISA features of the LLVM CPU names the host configurations use (see targets._ISA_LEVELS).
-_MCPU_ISA = {"haswell": "avx2", "nehalem": "sse42"}
+# Vector ISA levels (LLVM feature names), widest first, and their register width in bits.
+_SIMD_BITS = {"avx512f": 512, "avx2": 256, "avx": 256, "sse4.2": 128, "sse2": 128, "neon": 128}
+_CPU = "/sys/devices/system/cpu/cpu0"
 
 
 @dataclass(frozen=True)
@@ -68,31 +72,38 @@ class HardwareDescriptor:
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
-def describe(config: TargetConfig | str | None = None) -> HardwareDescriptor:
-    """Describe (and measure) a CPU target configuration of this host."""
+def describe(
+    config: TargetConfig | str | None = None, session=None, machine: str | None = None
+) -> HardwareDescriptor:
+    """Describe (and measure) a CPU target configuration of this host, or of the device behind
+    an RPC ``session`` (from :func:`transtune.rpc.connect`; name it with ``machine``)."""
     if not isinstance(config, TargetConfig):
         config = get_config(config)
     if config.target.get("kind") != "llvm":
         raise ValueError(f"{config.name}: only CPU (llvm) configurations can be described here")
-    host = host_info()
-    isa = _MCPU_ISA.get(config.target.get("mcpu", host.mcpu))
-    simd = _SIMD_BITS[isa] if isa else next(
-        (bits for name, bits in _SIMD_BITS.items() if name in host.isa), 64
-    )  # fmt: skip
-    isa = isa or next((name for name in _SIMD_BITS if name in host.isa), "scalar")
-    caches = _caches()
-    bandwidth, peak = _measure(config)
-    machine = platform.node() or "localhost"
+    from tvm.target import codegen
+
+    features = {str(f) for f in codegen.llvm_get_cpu_features(config.tvm_target())}
+    isa = next((name for name in _SIMD_BITS if name in features), "scalar")
+    if session is None:
+        read = _read_local
+        machine, device = machine or platform.node() or "localhost", host_info().cpu_model
+    else:
+        read = functools.partial(_read_remote, session)
+        machine = machine or "rpc-device"
+        device = str(config.target.get("mcpu") or "unknown")
+    caches = _caches(read)
+    bandwidth, peak = _measure(config, session)
     return HardwareDescriptor(
         id=f"{config.name}@{machine}",
         config=config.name,
         machine=machine,
         kind="cpu",
-        device=host.cpu_model,
+        device=device,
         threads=config.num_threads,
         isa=isa,
-        simd_bits=simd,
-        clock_ghz=_clock_ghz(),
+        simd_bits=_SIMD_BITS.get(isa, 64),
+        clock_ghz=_clock_ghz(read),
         l1d_kib=caches.get("L1d", 32.0),
         l2_kib=caches.get("L2", 1024.0),
         l3_kib=caches.get("L3", caches.get("L2", 1024.0)),
@@ -101,16 +112,29 @@ def describe(config: TargetConfig | str | None = None) -> HardwareDescriptor:
     )
 
 
-def _caches() -> dict[str, float]:
+def _read_local(path: str) -> str:
+    return Path(path).read_text()
+
+
+def _read_remote(session, path: str) -> str:
+    """A sysfs file of the RPC device (the server's download resolves absolute paths as is)."""
+    try:
+        return bytes(session.download(path)).rstrip(b"\0").decode()
+    except Exception as err:  # RPCError: no such file on the device
+        raise OSError(str(err)) from None
+
+
+def _caches(read) -> dict[str, float]:
     """Per-core cache sizes in KiB, from sysfs (``L1d``, ``L2``, ``L3``)."""
     out: dict[str, float] = {}
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+    for i in range(8):
+        index = f"{_CPU}/cache/index{i}"
         try:
-            level = (index / "level").read_text().strip()
-            kind = (index / "type").read_text().strip()
-            size = (index / "size").read_text().strip()
+            level, kind, size = (
+                read(f"{index}/{name}").strip() for name in ("level", "type", "size")
+            )
         except OSError:
-            continue
+            break
         if kind == "Instruction":
             continue
         scale = {"K": 1.0, "M": 1024.0, "G": 1024.0 * 1024}.get(size[-1], 1 / 1024)
@@ -118,24 +142,25 @@ def _caches() -> dict[str, float]:
     return out
 
 
-def _clock_ghz() -> float:
-    for path in ("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",):
-        try:
-            return int(Path(path).read_text()) / 1e6
-        except (OSError, ValueError):
-            pass
+def _clock_ghz(read) -> float:
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("cpu MHz"):
-                    return float(line.split(":")[1]) / 1e3
-    except OSError:
+        return int(read(f"{_CPU}/cpufreq/cpuinfo_max_freq")) / 1e6
+    except (OSError, ValueError):
         pass
+    if read is _read_local:
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("cpu MHz"):
+                        return float(line.split(":")[1]) / 1e3
+        except OSError:
+            pass
     return 0.0
 
 
-def _measure(config: TargetConfig) -> tuple[float, float]:
-    """(GB/s of the triad, GFLOP/s of the FMA chains), best of 5 timed runs each."""
+def _measure(config: TargetConfig, session=None) -> tuple[float, float]:
+    """(GB/s of the triad, GFLOP/s of the FMA chains), best of 5 timed runs each, here or on
+    the RPC ``session``'s device."""
     import tvm
     from tvm import te
     from tvm.s_tir import Schedule
@@ -143,7 +168,12 @@ def _measure(config: TargetConfig) -> tuple[float, float]:
     from .compile import set_num_threads
 
     target = config.tvm_target()
-    set_num_threads(config.num_threads)
+    if session is None:
+        set_num_threads(config.num_threads)
+        dev = tvm.cpu()
+    else:
+        session.get_function("runtime.config_threadpool")(1, config.num_threads)
+        dev = session.cpu()
     lanes = 16
 
     def build(out, args, unroll: int = 1):
@@ -154,13 +184,22 @@ def _measure(config: TargetConfig) -> tuple[float, float]:
         sch.parallel(outer)
         sch.unroll(mid)
         sch.vectorize(inner)
-        return tvm.compile(sch.mod, target=target)
+        lib = tvm.compile(sch.mod, target=target)
+        if session is None:
+            return lib.jit()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"{tmp}/{out.op.name}.tar"
+            lib.export_library(path)
+            session.upload(path)
+            return session.load_module(f"{out.op.name}.tar")
+
+    def tensors(count: int, n: int):
+        return [tvm.runtime.tensor(np.full(n, 1.0, "float32"), device=dev) for _ in range(count)]
 
     n = 16 << 20  # 64 MiB per float32 array
     b, c = te.placeholder((n,), name="b"), te.placeholder((n,), name="c")
     triad = build(te.compute((n,), lambda i: b[i] + 3.0 * c[i], name="a"), [b, c])
-    arrays = [tvm.runtime.tensor(np.full(n, 1.0, "float32")) for _ in range(3)]
-    bandwidth = 12.0 * n / _best_seconds(lambda: triad(*arrays)) / 1e9
+    bandwidth = 12.0 * n / _best_seconds(triad, dev, tensors(3, n)) / 1e9
 
     depth, m = 64, 4096 * config.num_threads
     x = te.placeholder((m,), name="x")
@@ -172,17 +211,11 @@ def _measure(config: TargetConfig) -> tuple[float, float]:
         return v
 
     fma = build(te.compute((m,), chain, name="y"), [x], unroll=8)
-    small = [tvm.runtime.tensor(np.full(m, 1.0, "float32")) for _ in range(2)]
-    peak = 2.0 * depth * m / _best_seconds(lambda: fma(*small), number=200) / 1e9
+    peak = 2.0 * depth * m / _best_seconds(fma, dev, tensors(2, m), number=200) / 1e9
     return bandwidth, peak
 
 
-def _best_seconds(fn, number: int = 3, repeat: int = 5) -> float:
-    fn()
-    best = math.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
+def _best_seconds(lib, dev, args, number: int = 3, repeat: int = 5) -> float:
+    """Best mean seconds per call of ``lib``'s function over ``repeat`` rounds of ``number``."""
+    timer = lib.time_evaluator("main", dev, number=number, repeat=repeat)
+    return min(timer(*args).results)

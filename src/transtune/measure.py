@@ -174,30 +174,30 @@ def measure_modules(mods: list, target, builder, runner, check=None) -> list[Mea
 
 
 def measure_on(mods: list, target, builder, runners: list, check=None) -> list[list[Measurement]]:
-    """Like :func:`measure_modules`, but each built module is timed by every runner in turn
-    (e.g. one per thread count): one list of measurements per module, one per runner."""
+    """Like :func:`measure_modules`, but every built module is timed by each runner in turn
+    (e.g. one per thread count): one list of measurements per module, one per runner. Each
+    runner gets the whole batch at once, so an RPC runner spreads it over its devices."""
     built = builder.build([ms.builder.BuilderInput(mod, target) for mod in mods])
-    out = []
-    for mod, b in zip(mods, built, strict=True):
-        if b.error_msg is not None:
-            failed = Measurement(
-                None, f"build failed: {error_line(b.error_msg)}", None, "build_error"
-            )
-            out.append([failed] * len(runners))
-            continue
-        try:
-            vetoed = check(mod, b.artifact_path) if check is not None else None
-            if vetoed:
-                out.append([Measurement(None, vetoed, None, "rejected")] * len(runners))
-                continue
-            args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-            row = []
-            for runner in runners:
-                inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu", args)]
-                row.append(_measurement(runner.run(inputs)[0].result()))
-            out.append(row)
-        finally:
-            shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+    out: list[list[Measurement]] = [[] for _ in mods]
+    try:
+        ready = []  # (index, runner input)
+        for i, (mod, b) in enumerate(zip(mods, built, strict=True)):
+            if b.error_msg is not None:
+                why = f"build failed: {error_line(b.error_msg)}"
+                out[i] = [Measurement(None, why, None, "build_error")] * len(runners)
+            elif vetoed := (check(mod, b.artifact_path) if check is not None else None):
+                out[i] = [Measurement(None, vetoed, None, "rejected")] * len(runners)
+            else:
+                args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+                ready.append((i, ms.runner.RunnerInput(b.artifact_path, "cpu", args)))
+        for runner in runners:
+            futures = runner.run([inp for _, inp in ready]) if ready else []
+            for (i, _), future in zip(ready, futures, strict=True):
+                out[i].append(_measurement(future.result()))
+    finally:
+        for b in built:
+            if b.artifact_path is not None:
+                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
     return out
 
 

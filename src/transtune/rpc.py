@@ -4,7 +4,8 @@ Devices run ``python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY`` and 
 a tracker under a key; :func:`rpc_runner` gives a MetaSchedule ``RPCRunner`` that borrows every
 server with that key in parallel (one worker per registered server). Candidates are built
 here and measured there. A server that dies or hangs mid-batch costs only its candidates
-(they come back as failed runs with the reason); a tracker that is down is a clear error.
+(each runs once more on another device, then is recorded as failed with the reason); a
+tracker that is down is a clear error.
 
 :class:`LocalCluster` (``transtune rpc up``) starts a tracker and N servers on this host for
 trying it out; they bind to 127.0.0.1 unless told otherwise.
@@ -12,6 +13,7 @@ trying it out; they bind to 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -20,6 +22,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from tvm import rpc
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from .errors import TranstuneError
@@ -38,8 +42,6 @@ def parse_address(address: str) -> tuple[str, int]:
 
 def servers(tracker: str, key: str) -> int:
     """Servers registered with ``key`` at ``tracker`` (free or busy)."""
-    from tvm import rpc
-
     host, port = parse_address(tracker)
     try:
         socket.create_connection((host, port), timeout=3).close()  # fail fast, no retries
@@ -53,16 +55,89 @@ def servers(tracker: str, key: str) -> int:
     })  # fmt: skip
 
 
-def rpc_runner(tracker: str, key: str, evaluator, timeout_sec: int = 60):
-    """An ``RPCRunner`` on every server with ``key`` at ``tracker`` (at least one)."""
+def _require_servers(tracker: str, key: str) -> int:
     count = servers(tracker, key)
     if count == 0:
         raise RPCError(f"no RPC server is registered with key {key!r} at {tracker}")
+    return count
+
+
+def connect(tracker: str, key: str, timeout_sec: int = 60):
+    """A session on one server with ``key`` at ``tracker`` (waits until one is free)."""
+    _require_servers(tracker, key)
+    host, port = parse_address(tracker)
+    return rpc.connect_tracker(host, port).request(key, session_timeout=timeout_sec)
+
+
+def rpc_runner(
+    tracker: str, key: str, evaluator, timeout_sec: int = 60, num_threads: int | None = None
+):
+    """A runner on every server with ``key`` at ``tracker`` (at least one): MetaSchedule's
+    ``RPCRunner`` with one worker per server, kernels run on ``num_threads`` threads (default:
+    the server's), candidates whose device was lost run once more (:class:`RequeueRunner`)."""
+    count = _require_servers(tracker, key)
     host, port = parse_address(tracker)
     config = ms.runner.RPCConfig(
         tracker_host=host, tracker_port=port, tracker_key=key, session_timeout_sec=timeout_sec
     )
-    return ms.runner.RPCRunner(config, evaluator, max_workers=count)
+    create = None if num_threads is None else functools.partial(_session, threads=num_threads)
+    return RequeueRunner(
+        ms.runner.RPCRunner(config, evaluator, f_create_session=create, max_workers=count)
+    )
+
+
+def _session(rpc_config, threads: int):
+    session = rpc_config.connect_server()
+    session.get_function("runtime.config_threadpool")(1, threads)
+    return session
+
+
+# Errors of a device that went away (killed, rebooted, hung past the session timeout), as
+# opposed to a candidate that failed to run. A session whose server process ended mid-call
+# fails TVM's check that the reply is a return (``code == RPCCode::kReturn``).
+_LOST = (
+    "timeout", "connection", "socket", "broken pipe", "eof", "closed", "reset by peer",
+    "rpccode::kreturn",
+)  # fmt: skip
+
+
+def device_lost(error_msg: str | None) -> bool:
+    return error_msg is not None and any(word in error_msg.lower() for word in _LOST)
+
+
+@derived_object
+class RequeueRunner(ms.runner.PyRunner):
+    """Runs candidates with ``runner``; one whose device was lost mid-run runs once more (on
+    whichever device the runner gets next) before it is recorded as failed, with the reason."""
+
+    def __init__(self, runner, retries: int = 1) -> None:
+        super().__init__()
+        self.runner = runner
+        self.retries = retries
+        self.requeued = 0  # candidates run again
+
+    def run(self, runner_inputs: list) -> list:
+        futures = self.runner.run(runner_inputs)
+        return [_RequeueFuture(self, i, f) for i, f in zip(runner_inputs, futures, strict=True)]
+
+
+@derived_object
+class _RequeueFuture(ms.runner.PyRunnerFuture):
+    def __init__(self, owner: RequeueRunner, runner_input, future) -> None:
+        super().__init__()
+        self.owner, self.input, self.future = owner, runner_input, future
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self):
+        result = self.future.result()
+        for _ in range(self.owner.retries):
+            if not device_lost(result.error_msg):
+                break
+            self.owner.requeued += 1
+            result = self.owner.runner.run([self.input])[0].result()
+        return result
 
 
 @dataclass

@@ -82,15 +82,19 @@ def collect(
     per_kernel: int,
     seed: int = 0,
     on_kernel: Callable[[DatasetKernel, CollectStats], None] | None = None,
+    rpc: str | None = None,
+    key: str | None = None,
 ) -> CollectStats:
-    """Sample and measure ``per_kernel`` schedules of every kernel on every configuration."""
+    """Sample and measure ``per_kernel`` schedules of every kernel on every configuration:
+    here, or on every RPC server with ``key`` at the tracker ``rpc`` (``HOST:PORT``), whose
+    device is then described (and measured) through an RPC session."""
     load_cpu_tensor_intrinsics()
     cfgs = [get_config(c) for c in configs]
     store = DatasetStore(
         out, create=True,
         meta={"evaluator": _evaluator_json(), "seed": seed, "created": time.time()},
     )  # fmt: skip
-    _describe_new(store, cfgs)
+    _describe_new(store, cfgs, rpc, key)
     done = _done(store)
     have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
     _write_occurrences(store, kernels)
@@ -98,7 +102,7 @@ def collect(
     groups: dict[str, list[TargetConfig]] = {}
     for c in cfgs:
         groups.setdefault(_build_key(c), []).append(c)
-    runners = {c.name: local_runner(EVALUATOR, num_threads=c.num_threads) for c in cfgs}
+    runners = {c.name: _runner(c, rpc, key) for c in cfgs}
     stats = CollectStats()
     start = time.perf_counter()
     # Ctrl-C stops after the kernel being measured (an interrupt inside TVM's builder would
@@ -214,12 +218,27 @@ def _done(store: DatasetStore) -> dict[tuple[str, str], set[int]]:
     return done
 
 
-def _describe_new(store: DatasetStore, cfgs: list[TargetConfig]) -> None:
+def _runner(config: TargetConfig, rpc: str | None, key: str | None):
+    if rpc is None:
+        return local_runner(EVALUATOR, num_threads=config.num_threads)
+    from ..rpc import rpc_runner
+
+    return rpc_runner(rpc, key, EVALUATOR, num_threads=config.num_threads)
+
+
+def _describe_new(
+    store: DatasetStore, cfgs: list[TargetConfig], rpc: str | None, key: str | None
+) -> None:
     known = set(store.read("hardware", ["config"])["config"].to_pylist())
     rows = []
     for c in cfgs:
         if c.name not in known:
-            d = describe(c)
+            if rpc is None:
+                d = describe(c)
+            else:
+                from ..rpc import connect
+
+                d = describe(c, connect(rpc, key), machine=f"{key}@{rpc}")
             rows.append({"id": d.id, "config": c.name, "target": json.dumps(c.target),
                          "descriptor": json.dumps(d.as_dict())})  # fmt: skip
     store.write("hardware", rows)
