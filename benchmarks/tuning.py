@@ -4,12 +4,16 @@
    (``ms.tune_tasks``, which ``tune_relax`` uses, with the stock ``LocalBuilder``) on the same
    ResNet-18 kernels, trial budget, seed, search (evolutionary, XGBoost cost model, gradient
    task scheduler) and runner (``LocalRunner`` with transtune's stated evaluator). Each side
-   runs in a fresh process, one after the other, so neither inherits the other's imports.
-2. ``resnet18``: ResNet-18 tuned with a stated budget into a library, then untuned / tuned /
+   runs in a fresh process, one after the other, so neither inherits the other's imports;
+   then ``remeasure`` times both sides' best schedules again, alternating, in one process.
+2. ``overlap``: how much a build running beside a measurement disturbs it (why transtune
+   measures with a synchronous runner).
+3. ``resnet18``: ResNet-18 tuned with a stated budget into a library, then untuned / tuned /
    PyTorch / ONNX Runtime latency and the tuning curve.
-3. ``report``: writes the Markdown and the plot from the JSON results.
+4. ``report``: writes the Markdown and the plot from the JSON results.
 
     python benchmarks/tuning.py compare [--kernels 3] [--trials 64] [--seed 0]
+    python benchmarks/tuning.py overlap
     python benchmarks/tuning.py resnet18 [--per-kernel 64]
     python benchmarks/tuning.py report
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,7 +55,7 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
     """One side of the comparison, in this process."""
     from tvm.s_tir import meta_schedule as ms
 
-    from transtune.library import open_library
+    from transtune.library import open_library, plain
     from transtune.measure import EVALUATOR, local_runner
     from transtune.targets import get_config
     from transtune.tuning import tune_kernels
@@ -59,6 +64,7 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
     target = config.tvm_target()
     kernels = pick_kernels(count)
     best: dict[str, float] = {}
+    traces: dict[str, object] = {}  # best schedule per kernel, as trace JSON
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         if side == "stock":
@@ -80,6 +86,7 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
             for k in kernels:
                 top = db.get_top_k(db.commit_workload(k.mod), 1)
                 best[k.name] = float(sum(map(float, top[0].run_secs)) / len(top[0].run_secs))
+                traces[k.name] = plain(top[0].trace.as_json())
         else:
             with open_library(Path(tmp) / "lib.db") as lib:
                 result = tune_kernels(
@@ -89,6 +96,9 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
                 seconds = time.perf_counter() - start
                 measured = lib.count_records()
                 best = {s.kernel.name: s.best_secs for s in result.kernels}
+                for state in result.kernels:
+                    top = lib.records(state.workload_id, target, 1, ok_only=True)
+                    traces[state.kernel.name] = top[0].trace
     return {
         "side": side,
         "seed": seed,
@@ -99,6 +109,7 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
                 "weight": k.weight,
                 "shapes": k.shape_summary,
                 "best_secs": best[k.name],
+                "best_trace": traces[k.name],
             }
             for k in kernels
         ],  # fmt: skip
@@ -120,6 +131,110 @@ def compare(count: int, trials: int, seed: int) -> None:
         )  # fmt: skip
         result = json.loads(out.read_text())
         print(f"  {result['trials']} trials in {result['seconds']:.0f} s")
+    subprocess.run([sys.executable, __file__, "remeasure", "--seed", str(seed)], check=True)
+
+
+def remeasure(seed: int, rounds: int = 5) -> None:
+    """Both sides' best schedule of every kernel, rebuilt and timed again in this one process,
+    alternating sides, nothing else running: schedule quality without tuning-time noise."""
+    from transtune.dataset.sampling import design_spaces
+    from transtune.measure import EVALUATOR, local_runner, measure_modules, warm_builder
+    from transtune.targets import get_config
+    from transtune.transfer.replay import replay
+
+    target = get_config("host").tvm_target()
+    runs = {side: json.loads((DATA / f"compare_{side}_s{seed}.json").read_text())
+            for side in ("stock", "transtune")}  # fmt: skip
+    out: dict[str, dict[str, list[float]]] = {side: {} for side in runs}
+    runner = local_runner(EVALUATOR)
+    with warm_builder() as builder:
+        for k in pick_kernels(len(runs["stock"]["kernels"])):
+            postprocs = design_spaces(k.mod, target)[1]
+            mods = {}
+            for side, r in runs.items():
+                trace = next(x["best_trace"] for x in r["kernels"] if x["name"] == k.name)
+                mods[side] = replay(trace, k.mod, postprocs).schedule.mod
+            for _ in range(rounds):
+                for side, mod in mods.items():
+                    (m,) = measure_modules([mod], target, builder, runner)
+                    out[side].setdefault(k.name, []).append(m.seconds)
+    (DATA / f"remeasure_s{seed}.json").write_text(json.dumps(out, indent=1))
+
+
+def overlap(samples: int = 16, rounds: int = 3) -> None:
+    """How much a build running beside a measurement disturbs it: the same built schedules of
+    a ResNet-18 kernel timed alone and while a second warm builder compiles other candidates
+    (what an asynchronous runner lets MetaSchedule do)."""
+    import threading
+
+    from transtune.dataset.sampling import design_spaces, sample
+    from transtune.measure import EVALUATOR, local_runner, warm_builder
+    from transtune.targets import get_config
+
+    target = get_config("host").tvm_target()
+    kernel = pick_kernels(2)[1]
+    spaces, postprocs = design_spaces(kernel.mod, target)
+    mods = [s.schedule.mod for s in sample(kernel.mod, spaces, postprocs, 2 * samples, SEED)]
+    timed, other = mods[:samples], mods[samples:]
+    runner = local_runner(EVALUATOR)
+    alone: list[list[float | None]] = []
+    busy: list[list[float | None]] = []
+    with warm_builder() as builder, warm_builder() as background:
+        for _ in range(rounds):
+            built = builder.build([ms_input(m, target) for m in timed])
+            alone.append(time_built(timed, built, runner))
+            stop = threading.Event()
+
+            def compile_loop(stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    remove_artifacts(background.build([ms_input(m, target) for m in other]))
+
+            thread = threading.Thread(target=compile_loop)
+            thread.start()
+            time.sleep(2.0)  # the background builds are under way
+            busy.append(time_built(timed, built, runner))
+            stop.set()
+            thread.join()
+            remove_artifacts(built)
+    ratios = [b / a for ra, rb in zip(alone, busy, strict=True)
+              for a, b in zip(ra, rb, strict=True) if a and b]  # fmt: skip
+    spread = [max(x) / min(x) for x in zip(*alone, strict=True) if all(x)]
+    (DATA / "overlap.json").write_text(json.dumps({
+        "kernel": kernel.name, "class": kernel.kernel_class, "samples": samples,
+        "rounds": rounds, "median_ratio": statistics.median(ratios), "min_ratio": min(ratios),
+        "max_ratio": max(ratios), "median_alone_spread": statistics.median(spread),
+    }, indent=1))  # fmt: skip
+    print((DATA / "overlap.json").read_text())
+
+
+def ms_input(mod, target):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.builder.BuilderInput(mod, target)
+
+
+def remove_artifacts(built) -> None:
+    import shutil
+
+    for b in built:
+        if b.artifact_path:
+            shutil.rmtree(Path(b.artifact_path).parent, ignore_errors=True)
+
+
+def time_built(mods, built, runner) -> list[float | None]:
+    """Seconds per run of already built candidates (None where a build or run failed)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu",
+                                    ms.arg_info.ArgInfo.from_prim_func(m["main"]))
+              for m, b in zip(mods, built, strict=True) if b.error_msg is None]  # fmt: skip
+    results = iter(f.result() for f in runner.run(inputs))
+    out = []
+    for b in built:
+        r = next(results) if b.error_msg is None else None
+        ok = r is not None and r.error_msg is None
+        out.append(sum(map(float, r.run_secs)) / len(r.run_secs) if ok else None)
+    return out
 
 
 def tune_resnet18(per_kernel: int) -> None:
@@ -197,7 +312,8 @@ def report() -> None:
             "the XGBoost cost model and the gradient task scheduler on both sides. Stock = "
             "`ms.tune_tasks` (what `tune_relax` runs) with its default `LocalBuilder`; "
             "transtune = `tune_kernels` (warm builder, CPU-only tensor intrinsics, shared-library "
-            "artifacts; it also measures every kernel untuned first, which counts in its time). "
+            "artifacts, synchronous runner; it also measures every kernel untuned first, which "
+            "counts in its time). "
             "Each run is a fresh process; wall time covers everything from the first "
             "`TuneContext` to the last record.",
             "",
@@ -238,6 +354,48 @@ def report() -> None:
             )
             lines.append(f"| {k['name']} | {k['class']} | {k['shapes']} | {cells} |")
         lines.append("")
+    remeasured = {s: DATA / f"remeasure_s{s}.json" for s in seeds}
+    if seeds and all(p.exists() for p in remeasured.values()):
+        lines += [
+            "Best schedules timed again: each side's best schedule per kernel, rebuilt and "
+            "timed 5 times alternating sides in one process with nothing else running "
+            "(median ms; weighted = sum of weight x median):",
+            "",
+            "| seed | kernel | stock | transtune | transtune / stock |",
+            "|---:|---|---:|---:|---:|",
+        ]
+        for seed, path in remeasured.items():
+            rm = json.loads(path.read_text())
+            total = {"stock": 0.0, "transtune": 0.0}
+            for k in runs["stock", seed]["kernels"]:
+                med = {side: statistics.median(rm[side][k["name"]]) for side in total}
+                for side in total:
+                    total[side] += k["weight"] * med[side]
+                lines.append(
+                    f"| {seed} | {k['name']} | {1e3 * med['stock']:.3f} | "
+                    f"{1e3 * med['transtune']:.3f} | {med['transtune'] / med['stock']:.2f} |"
+                )
+            lines.append(
+                f"| {seed} | weighted | {1e3 * total['stock']:.3f} | "
+                f"{1e3 * total['transtune']:.3f} | {total['transtune'] / total['stock']:.2f} |"
+            )
+        lines.append("")
+    overlap_path = DATA / "overlap.json"
+    if overlap_path.exists():
+        o = json.loads(overlap_path.read_text())
+        lines += [
+            "## A build beside a measurement",
+            "",
+            f"{o['samples']} sampled schedules of `{o['kernel']}` ({o['class']}), built once "
+            f"per round and timed alone, then again while a second warm builder compiles "
+            f"other candidates on the host ({o['rounds']} rounds): busy / alone latency "
+            f"median {o['median_ratio']:.2f}x (range {o['min_ratio']:.2f}..{o['max_ratio']:.2f}"
+            f"x); the same schedule timed alone in different rounds spreads by "
+            f"{o['median_alone_spread']:.2f}x (median max/min). transtune therefore tunes with "
+            "a synchronous runner (`SyncRunner`): nothing is generated or built while a batch "
+            "is timed. Stock MetaSchedule's `LocalRunner` overlaps them.",
+            "",
+        ]
     r18_path = DATA / "resnet18.json"
     if r18_path.exists():
         r = json.loads(r18_path.read_text())
@@ -268,10 +426,9 @@ def report() -> None:
             f"{1e3 * r['estimated_tuned']:.2f} ms.",
             "",
             "Curve points are recorded when MetaSchedule joins a measured batch. Its gradient "
-            "scheduler first makes one round over all kernels, building each kernel's batch "
-            "while the previous one is being timed, and joins them only after the round: on "
-            "the wall-time axis that round appears at once (the flat start). Timings taken "
-            "during that round share the 2 cores with builds, in stock MetaSchedule as here.",
+            "scheduler first makes one round over all kernels and joins their batches only "
+            "after the round: on the wall-time axis that round appears at once (the flat "
+            "start). With the synchronous runner nothing is built while a batch is timed.",
             "",
             "![tuning curve](tuning_curve.png)",
             "",
@@ -294,7 +451,9 @@ def report() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["compare", "side", "resnet18", "report"])
+    parser.add_argument(
+        "what", choices=["compare", "side", "remeasure", "overlap", "resnet18", "report"]
+    )
     parser.add_argument("side", nargs="?", choices=["stock", "transtune"])
     parser.add_argument("--kernels", type=int, default=3)
     parser.add_argument("--trials", type=int, default=64)
@@ -306,6 +465,10 @@ def main() -> None:
     if args.what == "side":
         result = run_side(args.side, args.kernels, args.trials, args.seed)
         Path(args.out).write_text(json.dumps(result))
+    elif args.what == "remeasure":
+        remeasure(args.seed)
+    elif args.what == "overlap":
+        overlap()
     elif args.what == "compare":
         compare(args.kernels, args.trials, args.seed)
         report()

@@ -1,11 +1,15 @@
-"""Runners: the thread count of a target configuration reaches the measuring worker."""
+"""Runners: the thread count of a target configuration reaches the measuring worker; the
+synchronous runner has measured everything when it returns."""
 
 import os
 import sys
 
 import cloudpickle
+from tvm import te
+from tvm.s_tir import meta_schedule as ms
 
-from transtune.measure import EVALUATOR, local_runner
+from transtune.measure import EVALUATOR, SyncRunner, local_runner, warm_builder
+from transtune.targets import get_config
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker cannot import tests
 
@@ -21,3 +25,23 @@ def test_runner_worker_uses_the_configurations_thread_count():
     for threads, expected in ((None, cores), (1, 1), (cores, cores)):
         runner = local_runner(EVALUATOR, num_threads=threads)
         assert runner.pool.submit(_worker_threads).result() == expected
+
+
+def test_sync_runner_returns_once_the_batch_is_measured():
+    mod = ms.tune_context._normalize_mod(te.create_prim_func(_matmul(32)))
+    target = get_config("host").tvm_target()
+    with warm_builder() as builder:
+        built = builder.build([ms.builder.BuilderInput(mod, target)] * 3)
+        inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu",
+                                        ms.arg_info.ArgInfo.from_prim_func(mod["main"]))
+                  for b in built]  # fmt: skip
+        futures = SyncRunner(local_runner(EVALUATOR)).run(inputs)
+        assert all(f.done() for f in futures)  # nothing left running when run() returns
+        results = [f.result() for f in futures]
+    assert all(r.error_msg is None and len(r.run_secs) == EVALUATOR.repeat for r in results)
+
+
+def _matmul(n: int):
+    a, b = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
+    r = te.reduce_axis((0, n), name="k")
+    return [a, b, te.compute((n, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")]

@@ -7,11 +7,10 @@ anything. :class:`WarmBuilder` keeps its workers alive across batches (recycled 
 needs none), and links each candidate into a shared library inside the parallel build worker,
 so that the (serial) runner only has to ``dlopen`` it instead of untarring and linking.
 
-Known limitation: ``LocalRunner`` measures asynchronously, and MetaSchedule's gradient task
-scheduler only joins a task's runner when it next picks that task. In its first round over all
-tasks the runner therefore times one task's batch while the next task's batch is generated and
-built, on the same 2 cores (stock MetaSchedule does the same). Making the runner wait before
-the next build is the fix still to be measured.
+``LocalRunner`` measures asynchronously: MetaSchedule generates and builds the next task's
+batch while one is being timed, on the same cores, which disturbs the timings on a small host
+(``benchmarks/tuning.py overlap`` measures by how much). :class:`SyncRunner` makes any runner
+wait until its batch is measured; tuning uses it for local measurement.
 """
 
 from __future__ import annotations
@@ -152,6 +151,32 @@ def _use_threads(num_threads: int) -> None:
     import tvm
 
     tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads))
+
+
+@derived_object
+class SyncRunner(ms.runner.PyRunner):
+    """``runner`` made synchronous: ``run`` returns once every candidate is measured, so
+    nothing is generated or built on the host while a batch is being timed."""
+
+    def __init__(self, runner) -> None:
+        super().__init__()
+        self.runner = runner
+
+    def run(self, runner_inputs: list) -> list:
+        return [_Done(f.result()) for f in self.runner.run(runner_inputs)]
+
+
+@derived_object
+class _Done(ms.runner.PyRunnerFuture):
+    def __init__(self, result) -> None:
+        super().__init__()
+        self._result = result
+
+    def done(self) -> bool:
+        return True
+
+    def result(self):
+        return self._result
 
 
 @dataclass

@@ -6,6 +6,9 @@ task scheduler (evolutionary search, XGBoost cost model by default) with
 candidate is committed as it is measured. Budgets are per model and include what the library
 already holds: running again continues where the last run stopped.
 
+Candidates are measured by a synchronous local runner unless another runner is given (an RPC
+runner measures elsewhere, asynchronously): nothing is built while a batch is being timed.
+
 The tuning curve (estimated end-to-end latency = sum over kernels of weight x best measured
 latency, against wall time and trials) is recorded after every measured batch. Kernels not
 measured yet count with their untuned latency, measured once at the start.
@@ -26,6 +29,7 @@ from .library import FAILED_SECONDS, Library, target_key
 from .library.database import LibraryDatabase
 from .measure import (
     EVALUATOR,
+    SyncRunner,
     load_cpu_tensor_intrinsics,
     local_runner,
     measure_modules,
@@ -239,7 +243,7 @@ def tune_kernels(
         {"trials": trials, "per_kernel": per_kernel, "seed": seed,
          "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__},
     )  # fmt: skip
-    runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
+    runner = runner or SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads))
     with warm_builder(builder, config.num_threads) as builder:
         states: list[KernelState] = []
         for k in kernels:
