@@ -425,10 +425,10 @@ def report() -> None:
             f"kernel latency) went from {1e3 * r['estimated_untuned']:.1f} ms to "
             f"{1e3 * r['estimated_tuned']:.2f} ms.",
             "",
-            "Curve points are recorded when MetaSchedule joins a measured batch. Its gradient "
-            "scheduler first makes one round over all kernels and joins their batches only "
-            "after the round: on the wall-time axis that round appears at once (the flat "
-            "start). With the synchronous runner nothing is built while a batch is timed.",
+            "Curve points are recorded as each batch is measured (the synchronous runner tells "
+            "the tuner at once; earlier versions recorded them when MetaSchedule's gradient "
+            "scheduler joined a batch, which for its first round over all kernels came only "
+            "after the round, a flat start).",
             "",
             "![tuning curve](tuning_curve.png)",
             "",

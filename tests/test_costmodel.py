@@ -196,3 +196,15 @@ def test_metaschedule_peers_run_on_the_same_data():
         assert scores["pca"] > 0.6, (peer.kind, scores)  # random: 0.5
     with pytest.raises(ValueError, match=">= 5"):
         MetaScheduleMLP().fit(synthetic_data(groups=4))
+
+
+def test_pack_sum_of_any_rows_sums_each_rows_own_stores():
+    from transtune.costmodel.models import pack_sum
+
+    data = synthetic_data(groups=2, per_group=5)
+    rows = np.array([7, 2, 3, 0])  # out of order, with gaps
+    x = pack_sum(data, rows)
+    for r, row in zip(rows, x, strict=True):
+        own = data.stores[data.offsets[r] : data.offsets[r + 1]]
+        assert np.allclose(row[:164], own.sum(0), atol=1e-5)
+        assert row[164] == np.log2(len(own) + 1)

@@ -40,7 +40,9 @@ def test_tune_records_every_candidate_and_a_falling_curve(tmp_path):
         assert result.new_trials == 16
         assert lib.count_records() == 16  # failures included
         trials = [t for t, _, _ in result.curve]
-        assert trials[0] == 0 and trials[-1] == 16
+        assert trials[0] == 0 and trials[-1] == 16 and trials == sorted(set(trials))
+        seconds = [s for _, s, _ in result.curve]
+        assert seconds == sorted(seconds)  # points come as batches are measured, in order
         latencies = [lat for _, _, lat in result.curve]
         assert latencies == sorted(latencies, reverse=True)  # best-so-far never rises
         assert result.estimated_latency < result.untuned_latency / 2

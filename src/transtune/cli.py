@@ -284,7 +284,10 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
             )  # fmt: skip
         console.print(table)
         if args.budget:
-            tuned = tune(model, lib, config, time_budget=args.budget)
+            tuned = tune(
+                model, lib, config, time_budget=args.budget, runner=_runner(args),
+                cost_model=_cost_model(args, model),
+            )  # fmt: skip
             console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
         timings = benchmark(model, config, None, repeat=3, runtimes=("tvm",)).timings
         bench = benchmark(
@@ -364,7 +367,13 @@ def _cost_model(args: argparse.Namespace, model):
     config = get_config(args.target)
     kernels = extract_kernels(model.mod, config.tvm_target())
     classes = {k.workload_hash: k.kernel_class for k in kernels}
-    return LearnedCostModel(args.cost_model, describe(config).vector(), classes)
+    if args.rpc:  # the hardware features of the device that measures
+        from .rpc import connect
+
+        hardware = describe(config, connect(args.rpc, args.key), machine=f"{args.key}@{args.rpc}")
+    else:
+        hardware = describe(config)
+    return LearnedCostModel(args.cost_model, hardware.vector(), classes)
 
 
 def _runner(args: argparse.Namespace):
@@ -456,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--donors", help="comma-separated donor models (default: whole library)")
     p.add_argument("--max-candidates", type=int, default=8, help="donor schedules per kernel")
     p.add_argument("--budget", type=float, help="then continue with MetaSchedule search, s")
+    p.add_argument("--cost-model", help="guide the continued search (--budget) with this model")
     p.add_argument("--repeat", type=int, default=5, help="timed repeats end to end")
     p.add_argument(
         "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],

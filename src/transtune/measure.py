@@ -23,7 +23,7 @@ import platform
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -156,14 +156,19 @@ def _use_threads(num_threads: int) -> None:
 @derived_object
 class SyncRunner(ms.runner.PyRunner):
     """``runner`` made synchronous: ``run`` returns once every candidate is measured, so
-    nothing is generated or built on the host while a batch is being timed."""
+    nothing is generated or built on the host while a batch is being timed. Each callable in
+    ``listeners`` gets every batch's results as soon as they are in."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner, listeners: list[Callable] | None = None) -> None:
         super().__init__()
         self.runner = runner
+        self.listeners = listeners if listeners is not None else []
 
     def run(self, runner_inputs: list) -> list:
-        return [_Done(f.result()) for f in self.runner.run(runner_inputs)]
+        results = [f.result() for f in self.runner.run(runner_inputs)]
+        for listener in self.listeners:
+            listener(results)
+        return [_Done(r) for r in results]
 
 
 @derived_object

@@ -16,6 +16,7 @@ measured yet count with their untuned latency, measured once at the start.
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import Callable
@@ -91,11 +92,18 @@ class BudgetedSearch(ms.search_strategy.PySearchStrategy):
     search cleanly, the way a finished strategy does, once ``should_stop()`` is true.
     """
 
-    def __init__(self, inner, max_trials: int, should_stop: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        inner,
+        max_trials: int,
+        should_stop: Callable[[], bool],
+        on_generate: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__()
         self.inner = inner
         self.max_trials = max_trials
         self.should_stop = should_stop
+        self.on_generate = on_generate  # told before this task's batch is built and run
 
     def _initialize_with_tune_context(self, context) -> None:
         self.inner._initialize_with_tune_context(context)
@@ -112,13 +120,18 @@ class BudgetedSearch(ms.search_strategy.PySearchStrategy):
     def generate_measure_candidates(self):
         if self.should_stop():
             return None
-        return self.inner.generate_measure_candidates()
+        candidates = self.inner.generate_measure_candidates()
+        if candidates is not None and self.on_generate is not None:
+            self.on_generate()
+        return candidates
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
 
     def clone(self):
-        return BudgetedSearch(self.inner.clone(), self.max_trials, self.should_stop)
+        return BudgetedSearch(
+            self.inner.clone(), self.max_trials, self.should_stop, self.on_generate
+        )
 
 
 @derived_object
@@ -147,6 +160,8 @@ class _Tuner:
         self.new_trials = 0
         self.failures = 0
         self.stop_reason: str | None = None
+        self.task = 0  # the task whose batch is being measured
+        self.live = False  # batches are counted when measured (see on_measured)
         curve = library.curve(run_id)
         self.trials0 = curve[-1][0] if curve else sum(s.trials for s in states)
         self.seconds0 = curve[-1][1] if curve else 0.0
@@ -163,11 +178,32 @@ class _Tuner:
         self.library.add_curve_point(self.run_id, *point)
         self.curve.append(point)
 
+    def set_task(self, task_id: int) -> None:
+        self.task = task_id
+
+    def on_measured(self, runner_results) -> None:
+        """A batch of the current task, as soon as a synchronous runner has timed it (built
+        candidates only): counted now, so the curve shows results when they are measured
+        rather than when MetaSchedule's scheduler gets round to joining the task."""
+        self.live = True
+        self._count(self.task, [None] * len(runner_results), runner_results)
+
     def on_batch(self, task_id, builder_results, runner_results) -> None:
+        """A batch joined by MetaSchedule; with a synchronous runner only its build failures
+        are new here."""
+        if self.live:
+            failed = [(b, r) for b, r in zip(builder_results, runner_results, strict=True)
+                      if b.error_msg is not None]  # fmt: skip
+            if failed:
+                self._count(task_id, *map(list, zip(*failed, strict=True)))
+        else:
+            self._count(task_id, builder_results, runner_results)
+
+    def _count(self, task_id, builder_results, runner_results) -> None:
         state = self.task_states[task_id]
         for b, r in zip(builder_results, runner_results, strict=True):
             secs = [float(s) for s in r.run_secs] if r.run_secs is not None else []
-            if b.error_msg is not None or r.error_msg is not None or not secs:
+            if (b is not None and b.error_msg is not None) or r.error_msg is not None or not secs:
                 self.failures += 1
             else:
                 state.best_secs = min(state.best_secs, sum(secs) / len(secs))
@@ -243,7 +279,9 @@ def tune_kernels(
         {"trials": trials, "per_kernel": per_kernel, "seed": seed,
          "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__},
     )  # fmt: skip
-    runner = runner or SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads))
+    listeners: list[Callable] = []  # told of each batch measured by our synchronous runner
+    if runner is None:
+        runner = SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads), listeners)
     with warm_builder(builder, config.num_threads) as builder:
         states: list[KernelState] = []
         for k in kernels:
@@ -264,6 +302,7 @@ def tune_kernels(
         remaining = None if trials is None else max(0, trials - done_trials)
         todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
         tuner = _Tuner(library, run_id, states, remaining, on_update)
+        listeners.append(tuner.on_measured)
         result = TuneResult(name, config.name, run_id, states, tuner.curve)
         if not todo or remaining == 0:
             result.stopped = "done"
@@ -273,12 +312,13 @@ def tune_kernels(
         tasks, weights = [], []
         rand_states = ms.utils.fork_seed(seed, n=len(todo))
         big = 10**9
-        for i, rand_state in zip(todo, rand_states, strict=True):
+        for task_id, (i, rand_state) in enumerate(zip(todo, rand_states, strict=True)):
             k = states[i].kernel
             cap = big if per_kernel is None else per_kernel - states[i].trials
             search = BudgetedSearch(
-                ms.search_strategy.SearchStrategy.create("evolutionary"), cap, tuner.should_stop
-            )
+                ms.search_strategy.SearchStrategy.create("evolutionary"), cap, tuner.should_stop,
+                functools.partial(tuner.set_task, task_id),
+            )  # fmt: skip
             tasks.append(
                 ms.TuneContext(
                     mod=k.mod,

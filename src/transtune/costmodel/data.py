@@ -39,6 +39,7 @@ class CostData:
     models: dict[str, list[str]] = field(default_factory=dict)  # workload -> model names
     weights: dict[str, int] = field(default_factory=dict)  # workload -> occurrences
     classes: list[str] = field(default_factory=list)
+    sample: np.ndarray | None = None  # (n,) int: the schedule's index in its kernel's samples
 
     def __len__(self) -> int:
         return len(self.latency)
@@ -58,6 +59,7 @@ class CostData:
             self.log_flops[index], self.kernel_class[index], self.latency[index],
             self.label[index], self.group[index], self.workload[index], self.target[index],
             self.models, self.weights, self.classes,
+            None if self.sample is None else self.sample[index],
         )  # fmt: skip
 
     def segments(self, index: np.ndarray) -> list[np.ndarray]:
@@ -129,6 +131,7 @@ def load_cost_data(
         models=models,
         weights=weights,
         classes=classes,
+        sample=np.asarray(rows["sample"], dtype=np.int64)[keep],
     )
 
 

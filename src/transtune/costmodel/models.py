@@ -59,12 +59,17 @@ class XGBConfig:
 
 
 def pack_sum(data: CostData, rows: np.ndarray) -> np.ndarray:
-    sums = np.add.reduceat(data.stores, data.offsets[rows], axis=0) if len(data.stores) else None
-    lengths = data.offsets[rows + 1] - data.offsets[rows]
-    sums = np.where(lengths[:, None] > 0, sums, 0.0)
+    """Per row: the sum of its store features, log2(store count + 1), hardware vector and log
+    FLOPs."""
+    lengths = np.diff(data.offsets)
+    sums = np.zeros((len(data), data.stores.shape[1]), np.float32)
+    filled = np.flatnonzero(lengths > 0)
+    if len(filled):  # reduceat sums up to the next listed offset: list only non-empty rows
+        sums[filled] = np.add.reduceat(data.stores, data.offsets[filled], axis=0)
     return np.hstack(
-        [sums, np.log2(lengths + 1)[:, None], data.hardware[rows], data.log_flops[rows, None]]
-    ).astype(np.float32)
+        [sums[rows], np.log2(lengths[rows] + 1)[:, None], data.hardware[rows],
+         data.log_flops[rows, None]]
+    ).astype(np.float32)  # fmt: skip
 
 
 class XGBCostModel(_Base):

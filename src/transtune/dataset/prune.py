@@ -51,6 +51,10 @@ class Programs:
     def __len__(self) -> int:
         return len(self.sample)
 
+    def take(self, index: np.ndarray) -> Programs:
+        names = ("workload", "sample", "kernel_class", "flops", "features", "label")
+        return Programs(*(getattr(self, name)[index] for name in names))
+
 
 Strategy = Callable[[Programs, float, int], np.ndarray]
 
@@ -146,7 +150,7 @@ def select(programs: Programs, strategy: str, keep: float, seed: int = 0) -> np.
         idx = np.flatnonzero(mask)
         last = i == len(names) - 1
         share = min(1.0, keep * len(programs) / max(1, len(idx))) if last else 1.0
-        sub = STRATEGIES[name](_take(programs, idx), share, seed)
+        sub = STRATEGIES[name](programs.take(idx), share, seed)
         mask = np.zeros(len(programs), bool)
         mask[idx[sub]] = True
     return mask
@@ -221,13 +225,8 @@ def _limit(programs: Programs, mask: np.ndarray, keep: float, seed: int) -> np.n
     if share >= 1:
         return mask
     out = np.zeros(len(programs), bool)
-    out[idx[subsample(_take(programs, idx), share, seed)]] = True
+    out[idx[subsample(programs.take(idx), share, seed)]] = True
     return out
-
-
-def _take(programs: Programs, idx: np.ndarray) -> Programs:
-    names = ("workload", "sample", "kernel_class", "flops", "features", "label")
-    return Programs(*(getattr(programs, name)[idx] for name in names))
 
 
 def _kmeans_nearest(x: np.ndarray, k: int, seed: int, iters: int = 20) -> np.ndarray:

@@ -55,7 +55,8 @@ def sample(
     for index in range(count):
         space = index % len(spaces)
         for attempt in range(max_tries):
-            sch = Schedule(mod, seed=(seed + index * max_tries + attempt) % (1 << 31))
+            draw = (seed + index * max_tries + attempt) % (1 << 31)
+            sch = Schedule(mod, seed=draw or 1)  # TVM takes seeds in [1, 2**31 - 1]
             result = replay([json.loads(spaces[space]), []], mod, postprocs, sch=sch)
             if result.schedule is None:
                 continue

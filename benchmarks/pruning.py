@@ -1,0 +1,131 @@
+"""Pruning benchmark -> docs/results/pruning.md (+ pruning.png).
+
+For each pruning strategy and kept fraction: select programs among the *training* kernels of
+the by-model split (the held-out networks' kernels are never pruned: they are the test),
+train a cost model on the records of the kept programs (every configuration), and score it
+on the held-out networks' kernels. The full training set is the reference. Everything runs
+in this one process, on the same split and seed, with training time.
+
+    python benchmarks/pruning.py [--model xgb|attention] [--epochs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "results"
+DATASET = ROOT / "data" / "dataset"
+STRATEGIES = ("subsample", "dedup", "kernels", "diversity", "uncertainty", "dedup+diversity")
+KEEP = (0.05, 0.10, 0.15, 0.25, 0.50)
+
+
+def model_factory(name: str, epochs: int):
+    from transtune.costmodel import TorchConfig, TorchCostModel, XGBConfig, XGBCostModel
+
+    if name == "xgb":
+        return lambda: XGBCostModel(XGBConfig())
+    return lambda: TorchCostModel(TorchConfig(arch=name, epochs=epochs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="xgb", choices=["xgb", "mlp", "attention"])
+    parser.add_argument("--epochs", type=int, default=20)
+    args = parser.parse_args()
+    from transtune.costmodel import load_cost_data
+    from transtune.dataset import splits
+    from transtune.dataset.prune import load_programs, select
+
+    data = load_cost_data(DATASET)
+    programs = load_programs(DATASET)
+    held = [m for m in splits.TENSET_HELD_OUT if any(m in ms for ms in data.models.values())]
+    train, test = splits.by_model(data.workload, data.models, held)
+    train_kernels = set(data.workload[train])
+    pool = np.flatnonzero(np.isin(programs.workload, list(train_kernels)))
+    candidates = programs.take(pool)
+    key = np.asarray([f"{w}:{s}" for w, s in zip(data.workload, data.sample, strict=True)])
+    factory = model_factory(args.model, args.epochs)
+
+    def run(rows: np.ndarray) -> dict:
+        model = factory()
+        start = time.perf_counter()
+        model.fit(data, rows)
+        seconds = time.perf_counter() - start
+        return {"records": len(rows), "train_seconds": seconds, **model.score(data, test)}
+
+    reference = {"programs": len(candidates), **run(train)}
+    print("full", reference, flush=True)
+    rows = []
+    for strategy in STRATEGIES:
+        for keep in KEEP:
+            mask = select(candidates, strategy, keep, seed=0)
+            kept = {f"{w}:{s}" for w, s in zip(candidates.workload[mask],
+                                               candidates.sample[mask], strict=True)}  # fmt: skip
+            chosen = train[np.isin(key[train], list(kept))]
+            rows.append({"strategy": strategy, "keep": keep, "programs": int(mask.sum()),
+                         **run(chosen)})  # fmt: skip
+            print(rows[-1], flush=True)
+    result = {"model": args.model, "held_out": held, "reference": reference, "rows": rows,
+              "test_records": len(test)}  # fmt: skip
+    (OUT / "pruning").mkdir(parents=True, exist_ok=True)
+    (OUT / "pruning" / f"result_{args.model}.json").write_text(json.dumps(result, indent=1))
+    report(result)
+
+
+def report(result: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transtune.targets import host_info
+
+    ref = result["reference"]
+    host = host_info()
+    lines = [
+        "# Dataset pruning: how much of the data a cost model needs",
+        "",
+        f"Written by `benchmarks/pruning.py`. Host: {host.cpu_model}, {host.cores} cores. "
+        f"Cost model: `{result['model']}`. Split: by model (held out: "
+        f"{', '.join(result['held_out'])}; {result['test_records']:,} test records, never "
+        "pruned). Each strategy keeps a fraction of the training kernels' programs (a program "
+        "= one sampled schedule, measured on every configuration), and the model trains on "
+        "their records.",
+        "",
+        f"Reference (all {ref['programs']:,} training programs, {ref['records']:,} records): "
+        f"PCA {ref['pca']:.3f}, peak@1 {ref['peak@1']:.3f}, trained in "
+        f"{ref['train_seconds']:.0f} s.",
+        "",
+        "| strategy | kept | programs | records | PCA | ΔPCA | peak@1 | Δpeak@1 | train s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['strategy']} | {r['keep']:.0%} | {r['programs']:,} | {r['records']:,} "
+            f"| {r['pca']:.3f} | {r['pca'] - ref['pca']:+.3f} | {r['peak@1']:.3f} "
+            f"| {r['peak@1'] - ref['peak@1']:+.3f} | {r['train_seconds']:.0f} |"
+        )
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, metric in zip(axes, ("pca", "peak@1"), strict=True):
+        for strategy in dict.fromkeys(r["strategy"] for r in result["rows"]):
+            pts = [(r["keep"], r[metric]) for r in result["rows"] if r["strategy"] == strategy]
+            ax.plot([100 * k for k, _ in pts], [v for _, v in pts], "o-", label=strategy)
+        ax.axhline(ref[metric], color="gray", ls="--", label="all data")
+        ax.set_xlabel("% of training programs kept")
+        ax.set_ylabel(f"{metric} (by-model split)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "pruning.png", dpi=120)
+    lines += ["", "![pruning curves](pruning.png)", ""]
+    (OUT / "pruning.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
