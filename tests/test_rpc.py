@@ -60,13 +60,16 @@ def test_tuning_survives_a_server_dying_mid_run(tmp_path):
 
             killer = threading.Thread(target=kill_when_measuring, daemon=True)
             killer.start()
+            device = {"id": f"host@pair@{cluster.tracker}"}  # what the CLI describes
             result = tune_kernels([matmul_kernel()], lib, get_config("host"), "mm", trials=24,
-                                  num_trials_per_iter=8, runner=runner)  # fmt: skip
+                                  num_trials_per_iter=8, runner=runner, device=device)  # fmt: skip
             killer.join(timeout=5)
             assert not killer.is_alive()  # the server was killed during the run
             assert result.stopped == "budget" and result.new_trials == 24
             ok = lib.records(ok_only=True)
             assert lib.count_records() == 24 and len(ok) >= 16  # the other server measured on
+            (params,) = lib.query("SELECT params FROM runs")[0]
+            assert json.loads(params)["device"] == device
     with open_library(tmp_path / "lib.db") as again:
         assert again.count_records() == 24
 

@@ -228,6 +228,7 @@ def _cmd_tune(args: argparse.Namespace) -> None:
             model, lib, args.target, trials=args.trials, per_kernel=args.per_kernel,
             time_budget=args.time, num_trials_per_iter=args.batch_size, seed=args.seed,
             on_update=update, runner=_runner(args), cost_model=_cost_model(args, model),
+            device=_device(args).as_dict() if args.rpc else None,
         )  # fmt: skip
     table = Table(
         title=f"{model.name} on {result.config}: {result.new_trials} new trials "
@@ -360,20 +361,30 @@ def _cost_model(args: argparse.Namespace, model):
     if not args.cost_model:
         return "xgb"
     from .costmodel.metaschedule import LearnedCostModel
-    from .hardware import describe
     from .targets import get_config
     from .tasks import extract_kernels
 
     config = get_config(args.target)
     kernels = extract_kernels(model.mod, config.tvm_target())
     classes = {k.workload_hash: k.kernel_class for k in kernels}
-    if args.rpc:  # the hardware features of the device that measures
-        from .rpc import connect
+    return LearnedCostModel(args.cost_model, _device(args).vector(), classes)
 
-        hardware = describe(config, connect(args.rpc, args.key), machine=f"{args.key}@{args.rpc}")
-    else:
-        hardware = describe(config)
-    return LearnedCostModel(args.cost_model, hardware.vector(), classes)
+
+def _device(args: argparse.Namespace):
+    """The hardware descriptor of what measures: the RPC device (``--rpc``) or this host."""
+    if getattr(args, "_device", None) is None:
+        from .hardware import describe
+        from .targets import get_config
+
+        config = get_config(args.target)
+        if args.rpc:
+            from .rpc import connect
+
+            session = connect(args.rpc, args.key)
+            args._device = describe(config, session, machine=f"{args.key}@{args.rpc}")
+        else:
+            args._device = describe(config)
+    return args._device
 
 
 def _runner(args: argparse.Namespace):

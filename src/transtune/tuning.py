@@ -260,6 +260,7 @@ def tune_kernels(
     on_update: Callable | None = None,
     builder=None,
     runner=None,
+    device: dict | None = None,
 ) -> TuneResult:
     """Tune ``kernels`` (of the model ``name``) into ``library``; see the module docstring.
 
@@ -267,7 +268,8 @@ def tune_kernels(
     ``per_kernel``: cap per kernel (default: ``trials``); ``time_budget``: seconds for this
     session. At least one of ``trials`` and ``time_budget`` must be given. ``cost_model``: a
     MetaSchedule cost model name or object (e.g. a
-    :class:`~transtune.costmodel.metaschedule.LearnedCostModel`).
+    :class:`~transtune.costmodel.metaschedule.LearnedCostModel`). ``device``: the measuring
+    device's hardware descriptor (``HardwareDescriptor.as_dict()``), kept with the run.
     """
     if trials is None and time_budget is None:
         raise ValueError("give a trial budget, a time budget, or both")
@@ -277,7 +279,8 @@ def tune_kernels(
     library.start_run(
         run_id, "tune", name, key,
         {"trials": trials, "per_kernel": per_kernel, "seed": seed,
-         "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__},
+         "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__,
+         "device": device},
     )  # fmt: skip
     listeners: list[Callable] = []  # told of each batch measured by our synchronous runner
     if runner is None:
