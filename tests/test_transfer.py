@@ -121,9 +121,11 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         assert k.best_secs < k.untuned_secs
         assert result.estimated_latency < result.untuned_latency
         records = lib.query(
-            "SELECT provenance, donor FROM records WHERE provenance = 'transferred'"
+            "SELECT provenance, donor, run_id FROM records WHERE provenance = 'transferred'"
         )
-        assert records == [("transferred", k.donor)]
+        assert records == [("transferred", k.donor, "transfer:new_mlp:host")]
+        (run,) = lib.query("SELECT kind, model, finished FROM runs WHERE run_id LIKE 'transfer%'")
+        assert run[:2] == ("transfer", "new_mlp") and run[2] is not None
         compiled = compile_model(new, "host", LibraryDatabase(lib, get_config("host").tvm_target()))
         assert compiled.missing_records == []
         expected = new.torch_module(*new.torch_inputs()).detach().numpy()

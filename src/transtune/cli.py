@@ -266,6 +266,7 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
                 model, lib, config, donors=args.donors.split(",") if args.donors else None,
                 max_candidates=args.max_candidates, policy=args.policy, runner=_runner(args),
                 on_kernel=lambda k: status.update(f"{k.kernel.name}: {k.speedup:.1f}x"),
+                device=_device(args).as_dict() if args.rpc else None,
             )  # fmt: skip
         table = Table(
             title=f"{model.name}: transfer-tuning on {config.name}, {args.policy} policy "
@@ -288,6 +289,7 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
             tuned = tune(
                 model, lib, config, time_budget=args.budget, runner=_runner(args),
                 cost_model=_cost_model(args, model),
+                device=_device(args).as_dict() if args.rpc else None,
             )  # fmt: skip
             console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
         timings = benchmark(model, config, None, repeat=3, runtimes=("tvm",)).timings

@@ -4,7 +4,7 @@ Devices run ``python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY`` and 
 a tracker under a key; :func:`rpc_runner` gives a MetaSchedule ``RPCRunner`` that borrows every
 server with that key in parallel (one worker per registered server). Candidates are built
 here and measured there. A server that dies or hangs mid-batch costs only its candidates
-(each runs once more on another device, then is recorded as failed with the reason); a
+(each runs again on another device, then is recorded as failed with the reason); a
 tracker that is down is a clear error.
 
 :class:`LocalCluster` (``transtune rpc up``) starts a tracker and N servers on this host for
@@ -74,7 +74,7 @@ def rpc_runner(
 ):
     """A runner on every server with ``key`` at ``tracker`` (at least one): MetaSchedule's
     ``RPCRunner`` with one worker per server, kernels run on ``num_threads`` threads (default:
-    the server's), candidates whose device was lost run once more (:class:`RequeueRunner`)."""
+    the server's), candidates whose device was lost run again (:class:`RequeueRunner`)."""
     count = _require_servers(tracker, key)
     host, port = parse_address(tracker)
     config = ms.runner.RPCConfig(
@@ -107,10 +107,11 @@ def device_lost(error_msg: str | None) -> bool:
 
 @derived_object
 class RequeueRunner(ms.runner.PyRunner):
-    """Runs candidates with ``runner``; one whose device was lost mid-run runs once more (on
-    whichever device the runner gets next) before it is recorded as failed, with the reason."""
+    """Runs candidates with ``runner``; one whose device was lost mid-run runs again (on
+    whichever device the runner gets next, up to ``retries`` times: the tracker may hand out
+    the lost device once more before it notices) before it is recorded as failed."""
 
-    def __init__(self, runner, retries: int = 1) -> None:
+    def __init__(self, runner, retries: int = 2) -> None:
         super().__init__()
         self.runner = runner
         self.retries = retries

@@ -9,11 +9,13 @@ TenSet: within each group (one kernel on one configuration) the normalized throu
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..dataset.store import DatasetStore, ReadReport
@@ -75,7 +77,8 @@ def load_cost_data(
     records = store.read("records", ["workload", "sample", "mean_secs", "status"], report=report)
     records = records.filter(pc.equal(records["status"], "ok"))
     if targets:
-        records = records.filter(pc.is_in(records["target"], value_set=_arrow(targets)))
+        wanted = pa.array(targets, pa.string())
+        records = records.filter(pc.is_in(records["target"], value_set=wanted))
     feats = store.read("features", report=report).to_pydict()
     by_sample = {
         (w, s): (n, v)
@@ -90,7 +93,7 @@ def load_cost_data(
     }
     hw = store.read("hardware", ["config", "descriptor"]).to_pydict()
     hw_vec = {
-        c: HardwareDescriptor.from_dict(_json(d)).vector()
+        c: HardwareDescriptor.from_dict(json.loads(d)).vector()
         for c, d in zip(hw["config"], hw["descriptor"], strict=True)
     }
     stores, lengths, keep = [], [], []
@@ -133,15 +136,3 @@ def load_cost_data(
         classes=classes,
         sample=np.asarray(rows["sample"], dtype=np.int64)[keep],
     )
-
-
-def _arrow(values: list[str]):
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
-
-
-def _json(text: str) -> dict:
-    import json
-
-    return json.loads(text)

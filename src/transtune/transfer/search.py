@@ -157,12 +157,14 @@ def transfer_tune(
     on_kernel: Callable[[KernelTransfer], None] | None = None,
     builder=None,
     runner=None,
+    device: dict | None = None,
 ) -> TransferResult:
     """Transfer-tune ``model`` from ``library`` (see the module docstring).
 
     ``donors``: only schedules of these models; ``policy``: a donor policy name (see
     :mod:`.policies`) or several, whose picks are measured together in one pass and recorded
     per policy in :attr:`KernelTransfer.chosen` (to compare policies on the same measurements).
+    ``device``: the measuring device's hardware descriptor (as a dict), kept with the run.
     """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
@@ -185,6 +187,10 @@ def transfer_tune(
         pool = find_candidates(library, kernel, model.name, key)
         pools.append([c for c in pool if not donors or set(donors).intersection(c.models)])
     picks = {name: p(kernels, pools, max_candidates) for name, p in policies.items()}
+    run_id = f"transfer:{model.name}:{config.name}"
+    library.start_run(run_id, "transfer", model.name, key, {
+        "policy": names, "donors": donors, "max_candidates": max_candidates, "device": device,
+    })  # fmt: skip
     results = []
     with warm_builder(builder, config.num_threads) as builder:
         untuned = measure_untuned(kernels, target, builder, runner)
@@ -195,15 +201,18 @@ def transfer_tune(
             if union:
                 t0 = time.perf_counter()
                 _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
-                                 builder, runner)  # fmt: skip
+                                 builder, runner, run_id)  # fmt: skip
                 outcome.seconds = time.perf_counter() - t0
             results.append(outcome)
             if on_kernel is not None:
                 on_kernel(outcome)
+    library.finish_run(run_id)
     return TransferResult(model.name, config.name, results, time.perf_counter() - start, key)
 
 
-def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder, runner) -> None:
+def _transfer_kernel(
+    kernel, wid, candidates, outcome, library, config, builder, runner, run_id
+) -> None:
     target = config.tvm_target()
     postprocs = postprocessors(kernel.mod, target)
     schedules, donors = [], []
@@ -239,6 +248,6 @@ def _transfer_kernel(kernel, wid, candidates, outcome, library, config, builder,
         args = [a.as_json() for a in ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])]
         library.add_record(
             wid, target, plain(sch.trace.as_json()), [m.seconds], plain(args),
-            provenance="transferred", donor=outcome.donor, run_id=f"transfer:{config.name}",
+            provenance="transferred", donor=outcome.donor, run_id=run_id,
             target_name=config.name,
         )  # fmt: skip
