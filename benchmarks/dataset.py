@@ -33,7 +33,7 @@ MODELS = [
 # Each pass goes through every model: (batch size, image side for CNNs, sequence length for
 # BERTs); None = the model's own. Small inputs add kernels that are cheap to measure.
 PASSES = [(1, None, None), (1, 160, 64)]
-CONFIGS = "host,host-1core,host-avx2,host-sse4.2"
+CONFIGS = "host,host-1core,host-avx2,host-avx2-1core,host-sse4.2,host-sse4.2-1core"
 PER_KERNEL = 32
 
 
@@ -142,6 +142,22 @@ def json_size(out: Path, target: str = "host", limit: int = 2000) -> None:
     out.write_text(json.dumps({"records": count, "bytes": size, "bytes_per_record": size / count}))
 
 
+def collection_rate(gap: float = 600.0) -> tuple[int, float]:
+    """(records, seconds) of the collection sessions found in the dataset: its records'
+    write times, split where nothing was written for ``gap`` seconds."""
+    from transtune.dataset import load_records
+
+    table, _ = load_records(DATASET, ["collected"])
+    times = sorted(table["collected"].to_pylist())
+    seconds, start = 0.0, times[0] if times else 0.0
+    for before, after in zip(times, times[1:], strict=False):
+        if after - before > gap:
+            seconds += before - start
+            start = after
+    seconds += (times[-1] - start) if times else 0.0
+    return len(times), seconds
+
+
 def report() -> None:
     from transtune.dataset import dataset_info
     from transtune.targets import host_info
@@ -154,6 +170,7 @@ def report() -> None:
     load = json.loads((DATA / "load.json").read_text())
     js = json.loads((DATA / "json.json").read_text())
     per_record = info["bytes_on_disk"] / max(1, info["records"])
+    collected, seconds = collection_rate()
     host = host_info()
     lines = [
         "# Dataset: measured schedules of zoo kernels on this host's configurations",
@@ -165,15 +182,18 @@ def report() -> None:
         "64-token sequences (`python benchmarks/dataset.py collect`), into `data/dataset/`. "
         "The first kernels (ResNet-18) were also collected at batch 4.",
         "",
-        "The four targets are *configurations of one physical CPU*: the full ISA on 2 threads "
-        "and on 1 thread (the same binary), and code restricted to AVX2 (`-mcpu=haswell`) and "
-        "to SSE4.2 (`-mcpu=nehalem`). Evaluator for every record: "
+        "The six targets are *configurations of one physical CPU*: the full ISA, code "
+        "restricted to AVX2 (`-mcpu=haswell`) and to SSE4.2 (`-mcpu=nehalem`), each on 2 "
+        "threads and on 1 thread (one binary per ISA level, timed on both). "
+        "Evaluator for every record: "
         f"{json.dumps(info['evaluator'])}; all repeats are kept.",
         "",
         "| | |",
         "|---|---|",
         f"| records | {info['records']:,} ({info['ok_records']:,} ok; {info['by_status']}) |",
         f"| kernels | {info['kernels']} ({info['classes']} classes) |",
+        f"| collection rate (all configurations) | {60 * collected / max(seconds, 1):.0f} "
+        f"records/min over {seconds / 3600:.1f} h of collection |",
         f"| models | {len(info['models'])}: {', '.join(info['models'])} |",
         f"| measurement noise (median CV of repeats) | {info['median_cv']:.3%} |",
         f"| size on disk | {info['bytes_on_disk'] / 2**20:.1f} MiB, {per_record:.0f} B/record "

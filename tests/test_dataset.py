@@ -70,6 +70,11 @@ def test_resume_measures_only_what_is_missing(collected, kernels):
     assert again.records == 0 and again.kernels_skipped == len(kernels)
     more = collect(str(out), kernels[:1], CONFIGS, per_kernel=4, seed=0)
     assert more.records <= len(CONFIGS)  # only sample 3, on each configuration
+    # A configuration added later that shares its build with one already there is timed on
+    # the same build; the one already there is not recorded twice.
+    first = collect(str(out), kernels[:1], ["host-avx2"], per_kernel=3, seed=0)
+    added = collect(str(out), kernels[:1], ["host-avx2", "host-avx2-1core"], per_kernel=3)
+    assert added.records == first.records > 0
     records, _ = load_records(out)
     samples = {(r["workload"], r["target"], r["sample"]) for r in records.to_pylist()}
     assert len(samples) == len(records)  # nothing measured twice

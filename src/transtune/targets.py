@@ -3,7 +3,8 @@
 A target configuration is one way of compiling for, and running on, a machine: the full ISA
 and all cores, or a restricted ISA level (``-mcpu``) or thread count on the same CPU. They are
 configurations of one host, not different hardware, and are named as such
-(``host``, ``host-avx2``, ``host-sse4.2``, ``host-1core``).
+(``host``, ``host-1core``, ``host-avx2``, ``host-avx2-1core``, ``host-sse4.2``,
+``host-sse4.2-1core``).
 """
 
 from __future__ import annotations
@@ -126,15 +127,16 @@ def host_configs() -> dict[str, TargetConfig]:
     ]
     if host.arch in ("x86_64", "AMD64"):
         for level, mcpu in _ISA_LEVELS.items():
-            configs.append(
-                TargetConfig(
-                    f"host-{level}",
-                    {"kind": "llvm", "mcpu": mcpu, "num-cores": host.cores},
-                    host.cores,
-                    f"this host, code restricted to {level.upper()} (-mcpu={mcpu}), "
-                    f"{host.cores} cores",
+            for cores, suffix in ((host.cores, ""), (1, "-1core")):
+                configs.append(
+                    TargetConfig(
+                        f"host-{level}{suffix}",
+                        {"kind": "llvm", "mcpu": mcpu, "num-cores": cores},
+                        cores,
+                        f"this host, code restricted to {level.upper()} (-mcpu={mcpu}), "
+                        + (f"{cores} cores" if cores > 1 else "1 thread"),
+                    )
                 )
-            )
     return {c.name: c for c in configs}
 
 

@@ -134,10 +134,10 @@ def collect(
                     k.mod, spaces, postprocs, per_kernel, kernel_seed(k.workload_hash, seed)
                 )
                 for group in groups.values():
-                    have = [done.get((k.workload_hash, c.name), set()) for c in group]
-                    todo = [s for s in samples if any(s.index not in h for h in have)]
+                    have = {c.name: done.get((k.workload_hash, c.name), set()) for c in group}
+                    todo = [s for s in samples if any(s.index not in h for h in have.values())]
                     if todo:
-                        _measure_group(store, k, todo, group, builder, runners, stats)
+                        _measure_group(store, k, todo, group, builder, runners, stats, have)
                 if k.workload_hash not in have_features:
                     _write_features(store, k, samples, cfgs[0])
                     have_features.add(k.workload_hash)
@@ -153,15 +153,19 @@ def collect(
     return stats
 
 
-def _measure_group(store, kernel, todo, group, builder, runners, stats) -> None:
+def _measure_group(store, kernel, todo, group, builder, runners, stats, have) -> None:
+    """Build ``todo`` once for the group's configurations, time each on those that lack it."""
     target = group[0].tvm_target()
+    needed = [c for c in group if any(s.index not in have[c.name] for s in todo)]
     measured = measure_on(
-        [s.schedule.mod for s in todo], target, builder, [runners[c.name] for c in group]
+        [s.schedule.mod for s in todo], target, builder, [runners[c.name] for c in needed]
     )
     now = time.time()
-    for i, config in enumerate(group):
+    for i, config in enumerate(needed):
         rows = []
         for s, row in zip(todo, measured, strict=True):
+            if s.index in have[config.name]:
+                continue
             m = row[i]
             rows.append({
                 "workload": kernel.workload_hash, "sample": s.index, "space": s.space,
