@@ -142,24 +142,9 @@ def json_size(out: Path, target: str = "host", limit: int = 2000) -> None:
     out.write_text(json.dumps({"records": count, "bytes": size, "bytes_per_record": size / count}))
 
 
-def collection_rate(gap: float = 600.0) -> tuple[int, float]:
-    """(records, seconds) of the collection sessions found in the dataset: its records'
-    write times, split where nothing was written for ``gap`` seconds."""
-    from transtune.dataset import load_records
-
-    table, _ = load_records(DATASET, ["collected"])
-    times = sorted(table["collected"].to_pylist())
-    seconds, start = 0.0, times[0] if times else 0.0
-    for before, after in zip(times, times[1:], strict=False):
-        if after - before > gap:
-            seconds += before - start
-            start = after
-    seconds += (times[-1] - start) if times else 0.0
-    return len(times), seconds
-
-
 def report() -> None:
     from transtune.dataset import dataset_info
+    from transtune.dataset.info import collection_rate
     from transtune.targets import host_info
 
     DATA.mkdir(parents=True, exist_ok=True)
@@ -170,7 +155,7 @@ def report() -> None:
     load = json.loads((DATA / "load.json").read_text())
     js = json.loads((DATA / "json.json").read_text())
     per_record = info["bytes_on_disk"] / max(1, info["records"])
-    collected, seconds = collection_rate()
+    collected, seconds = collection_rate(DATASET)
     host = host_info()
     lines = [
         "# Dataset: measured schedules of zoo kernels on this host's configurations",

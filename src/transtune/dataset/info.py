@@ -25,7 +25,7 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     """Counts and measurement noise, for ``transtune dataset info``."""
     store = DatasetStore(path)
     report = ReadReport()
-    records = store.read("records", ["workload", "run_secs", "status"], report=report)
+    records = store.read("records", ["workload", "run_secs", "status", "collected"], report=report)
     workloads = store.read("workloads", ["workload", "kernel_class"], report=report)
     hardware = store.read("hardware", ["id", "config", "descriptor"], report=report)
     ok = records.filter(pc.equal(records["status"], "ok"))
@@ -58,9 +58,33 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
             )
         },  # fmt: skip
         "median_cv": _median_cv(ok["run_secs"]),
+        "records_per_minute": _per_minute(*_sessions(records["collected"].to_pylist())),
         "bytes_on_disk": size,
         "skipped": report.summary(),
     }
+
+
+def collection_rate(path: str | Path, gap: float = 600.0) -> tuple[int, float]:
+    """(records, seconds) of the collection sessions that wrote the dataset, from its
+    records' write times, split where nothing was written for ``gap`` seconds."""
+    table, _ = load_records(path, ["collected"])
+    return _sessions(table["collected"].to_pylist(), gap)
+
+
+def _sessions(collected: list[float], gap: float = 600.0) -> tuple[int, float]:
+    times = sorted(collected)
+    if not times:
+        return 0, 0.0
+    seconds, start = 0.0, times[0]
+    for before, after in zip(times, times[1:], strict=False):
+        if after - before > gap:
+            seconds += before - start
+            start = after
+    return len(times), seconds + times[-1] - start
+
+
+def _per_minute(records: int, seconds: float) -> float | None:
+    return 60.0 * records / seconds if seconds > 0 else None
 
 
 def _median_cv(run_secs: pa.ChunkedArray) -> float | None:
