@@ -121,7 +121,8 @@ def report(result: dict) -> None:
         "",
         "Measurement time on a new configuration: every kept program is built and timed "
         f"there once. At this dataset's collection rate ({per:.2f} s per record, builds "
-        f"included), all {ref['programs']:,} training programs take "
+        "included but shared by two thread counts, so a lone new configuration costs "
+        f"somewhat more), all {ref['programs']:,} training programs take "
         f"{ref['programs'] * per / 3600:.1f} h; "
         + ", ".join(f"{k:.0%} of them {k * ref['programs'] * per / 3600:.1f} h"
                     for k in sorted({r['keep'] for r in result['rows']}))
