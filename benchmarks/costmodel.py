@@ -1,8 +1,9 @@
 """Cost model benchmark -> docs/results/costmodel.md (+ costmodel_transfer.png).
 
 1. Models x splits x metrics on the shipped dataset (``data/dataset``), side by side in one
-   run, with training time: XGBoost pack-sum, segment-sum MLP, our attention model, and
-   MetaSchedule's own XGBModel and MLPModel (``ms-xgb``, ``ms-mlp``; no hardware input).
+   run, with training time: XGBoost pack-sum, segment-sum MLP, our attention model (and its
+   ablation without trace tokens), and MetaSchedule's own XGBModel and MLPModel (``ms-xgb``,
+   ``ms-mlp``; no hardware input).
 2. Transfer to an unseen configuration: train on the others, then with k% of the unseen
    one's kernels (k = 1, 2, 5, 10, 100): fine-tune the pre-trained model vs train from
    scratch on those k% vs zero-shot (hardware features only), evaluated on the rest.
@@ -32,8 +33,11 @@ def make_models(epochs: int) -> dict:
 
     return {
         "xgb": lambda: XGBCostModel(XGBConfig()),
-        "mlp": lambda: TorchCostModel(TorchConfig(arch="mlp", epochs=epochs, lr=1e-3)),
+        "mlp": lambda: TorchCostModel(TorchConfig(arch="mlp", epochs=epochs)),
         "attention": lambda: TorchCostModel(TorchConfig(arch="attention", epochs=epochs)),
+        "attention (stores only)": lambda: TorchCostModel(
+            TorchConfig(arch="attention", epochs=epochs, net={"trace": False})
+        ),
         "ms-xgb": lambda: MetaScheduleXGB(),
         "ms-mlp": lambda: MetaScheduleMLP(),
     }

@@ -56,7 +56,7 @@ def test_splits_hold_out_what_they_say():
 @pytest.mark.parametrize("name", sorted(LOSSES))
 def test_losses_prefer_the_right_order(name):
     label = torch.tensor([1.0, 0.5, 0.25, 1.0, 0.1])
-    group = torch.tensor([0, 0, 0, 1, 1])
+    group = torch.tensor([7, 7, 7, 900, 900])  # group ids are dataset-wide, not 0..G-1
     right = LOSSES[name](torch.tensor([1.0, 0.5, 0.25, 1.0, 0.1]), label, group)
     wrong = LOSSES[name](torch.tensor([0.25, 0.5, 1.0, 0.1, 1.0]), label, group)
     assert float(right) < float(wrong)
@@ -82,6 +82,36 @@ def dataset_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def data(dataset_dir):
     return load_cost_data(dataset_dir)
+
+
+def test_trace_tokens_carry_the_sampled_decisions():
+    from transtune.features import KINDS, trace_tokens
+
+    insts = [
+        ["GetSBlock", [], ["matmul", "main"], ["b0"]],
+        ["GetLoops", ["b0"], [], ["l1", "l2"]],
+        ["SamplePerfectTile", ["l1"], [4, 64], ["v3", "v4", "v5", "v6"]],
+        ["Split", ["l1", "v3", "v4", "v5", "v6"], [True, False], ["l7", "l8", "l9", "l10"]],
+        ["SampleCategorical", [], [[0, 16, 64, 512], [0.25] * 4], ["v11"]],
+        ["Annotate", ["b0", "v11"], ["meta_schedule.unroll_explicit"], []],
+        ["RFactor", ["l2"], [0], ["b12"]],
+    ]
+    kinds, values = trace_tokens(insts, [[2, [2, 1, 8, 4]], [4, 2]])
+    assert [KINDS[k] for k in kinds] == ["SamplePerfectTile", "SampleCategorical", "RFactor"]
+    assert values[0].tolist() == [1, 0, 3, 2, 0, 0, 6, 4]  # log2 factors, log2 extent, count
+    assert values[1, 0] == pytest.approx(np.log2(65))  # the chosen unroll depth, 64
+    assert values[2, 7] == 1  # a structural step: its number of inputs
+
+
+def test_cost_data_rows_keep_their_trace_tokens(data):
+    from transtune.features import KINDS
+
+    tiles = KINDS.index("SamplePerfectTile")
+    counts = [int((k == tiles).sum()) for k, _ in data.tokens(np.arange(len(data)))]
+    assert min(counts) >= 2  # a matmul's tiled loops
+    rows = np.array([5, 0, 3])
+    for (k, v), (k2, v2) in zip(data.take(rows).tokens(np.arange(3)), data.tokens(rows)):
+        assert np.array_equal(k, k2) and np.array_equal(v, v2)
 
 
 def test_cost_data_labels_are_normalized_throughput(data):

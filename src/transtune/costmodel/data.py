@@ -1,8 +1,9 @@
 """Training data for cost models, from a dataset directory.
 
 One row per successfully measured (kernel, schedule, target configuration): the schedule's
-per-store program features (a variable number of 164-dim rows), the configuration's hardware
-descriptor vector, and workload features (log2 FLOPs, kernel class id). The label follows
+per-store program features (a variable number of 164-dim rows), its schedule-primitive tokens
+(:mod:`transtune.features.trace`, a variable number), the configuration's hardware descriptor
+vector, and workload features (log2 FLOPs, kernel class id). The label follows
 TenSet: within each group (one kernel on one configuration) the normalized throughput
 ``best latency in the group / latency``, in (0, 1], 1 for the group's fastest schedule.
 """
@@ -19,14 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..dataset.store import DatasetStore, ReadReport
-from ..features import FEATURE_DIM
+from ..features import FEATURE_DIM, TRACE_DIM, trace_tokens
 from ..hardware import HardwareDescriptor
 
 
 @dataclass
 class CostData:
     """Arrays of one dataset (see the module docstring); row ``i``'s store features are
-    ``stores[offsets[i]:offsets[i + 1]]``."""
+    ``stores[offsets[i]:offsets[i + 1]]``, its trace tokens likewise ``token_kind`` and
+    ``token_values`` between ``token_offsets[i]`` and ``token_offsets[i + 1]`` (no tokens
+    when those are ``None``)."""
 
     stores: np.ndarray  # (total stores, 164) float32
     offsets: np.ndarray  # (n + 1,) int64
@@ -42,6 +45,9 @@ class CostData:
     weights: dict[str, int] = field(default_factory=dict)  # workload -> occurrences
     classes: list[str] = field(default_factory=list)
     sample: np.ndarray | None = None  # (n,) int: the schedule's index in its kernel's samples
+    token_kind: np.ndarray | None = None  # (total tokens,) int64
+    token_values: np.ndarray | None = None  # (total tokens, TRACE_DIM) float32
+    token_offsets: np.ndarray | None = None  # (n + 1,) int64
 
     def __len__(self) -> int:
         return len(self.latency)
@@ -49,23 +55,42 @@ class CostData:
     def take(self, index: np.ndarray) -> CostData:
         """The rows ``index`` (groups keep their ids; labels are not renormalized)."""
         index = np.asarray(index, dtype=np.int64)
-        starts, ends = self.offsets[index], self.offsets[index + 1]
-        lengths = ends - starts
-        rows = (
-            np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
-            if len(index)
-            else np.zeros(0, np.int64)
-        )
+        rows, offsets = _ragged_take(self.offsets, index)
+        tokens = {}
+        if self.token_offsets is not None:
+            trows, toffsets = _ragged_take(self.token_offsets, index)
+            tokens = {"token_kind": self.token_kind[trows], "token_values":
+                      self.token_values[trows], "token_offsets": toffsets}  # fmt: skip
         return CostData(
-            self.stores[rows], np.concatenate([[0], np.cumsum(lengths)]), self.hardware[index],
+            self.stores[rows], offsets, self.hardware[index],
             self.log_flops[index], self.kernel_class[index], self.latency[index],
             self.label[index], self.group[index], self.workload[index], self.target[index],
             self.models, self.weights, self.classes,
-            None if self.sample is None else self.sample[index],
+            None if self.sample is None else self.sample[index], **tokens,
         )  # fmt: skip
 
     def segments(self, index: np.ndarray) -> list[np.ndarray]:
         return [self.stores[self.offsets[i] : self.offsets[i + 1]] for i in index]
+
+    def tokens(self, index: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(kind ids, values) of each row's trace tokens."""
+        if self.token_offsets is None:
+            empty = (np.zeros(0, np.int64), np.zeros((0, TRACE_DIM), np.float32))
+            return [empty] * len(index)
+        o = self.token_offsets
+        return [(self.token_kind[o[i] : o[i + 1]], self.token_values[o[i] : o[i + 1]])
+                for i in index]  # fmt: skip
+
+
+def _ragged_take(offsets: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The flat positions of rows ``index`` of a ragged array, and their new offsets."""
+    starts, ends = offsets[index], offsets[index + 1]
+    rows = (
+        np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        if len(index)
+        else np.zeros(0, np.int64)
+    )
+    return rows, np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
 
 
 def load_cost_data(
@@ -74,7 +99,10 @@ def load_cost_data(
     """Successful records of the dataset at ``path`` (of ``targets``, or all) as arrays."""
     store = DatasetStore(path)
     report = report if report is not None else ReadReport()
-    records = store.read("records", ["workload", "sample", "mean_secs", "status"], report=report)
+    records = store.read(
+        "records", ["workload", "sample", "space", "decisions", "mean_secs", "status"],
+        report=report,
+    )  # fmt: skip
     records = records.filter(pc.equal(records["status"], "ok"))
     if targets:
         wanted = pa.array(targets, pa.string())
@@ -91,20 +119,29 @@ def load_cost_data(
         w: (classes.index(c), f)
         for w, c, f in zip(wl["workload"], wl["kernel_class"], wl["flops"], strict=True)
     }
+    sp = store.read("spaces", report=report).to_pydict()
+    spaces = {(w, i): t for w, i, t in zip(sp["workload"], sp["space"], sp["insts"], strict=True)}
     hw = store.read("hardware", ["config", "descriptor"]).to_pydict()
     hw_vec = {
         c: HardwareDescriptor.from_dict(json.loads(d)).vector()
         for c, d in zip(hw["config"], hw["descriptor"], strict=True)
     }
-    stores, lengths, keep = [], [], []
+    stores, lengths, keep, kinds, token_values = [], [], [], [], []
+    parsed: dict[tuple[str, int], list] = {}  # a space's instructions, parsed once
     rows = records.to_pydict()
-    for i, (w, s, t) in enumerate(
-        zip(rows["workload"], rows["sample"], rows["target"], strict=True)
-    ):
-        if (w, s) in by_sample and w in info and t in hw_vec:
+    for i, (w, s, t, space, decisions) in enumerate(
+        zip(*(rows[c] for c in ("workload", "sample", "target", "space", "decisions")),
+            strict=True)
+    ):  # fmt: skip
+        if (w, s) in by_sample and w in info and t in hw_vec and (w, space) in spaces:
             n, values = by_sample[w, s]
             stores.append(np.asarray(values, np.float32).reshape(n, FEATURE_DIM))
             lengths.append(n)
+            if (w, space) not in parsed:
+                parsed[w, space] = json.loads(spaces[w, space])
+            kind, value = trace_tokens(parsed[w, space], json.loads(decisions))
+            kinds.append(kind)
+            token_values.append(value)
             keep.append(i)
     report.skipped_rows += len(rows["workload"]) - len(keep)
     keep = np.asarray(keep, dtype=np.int64)
@@ -135,4 +172,15 @@ def load_cost_data(
         weights=weights,
         classes=classes,
         sample=np.asarray(rows["sample"], dtype=np.int64)[keep],
+        **token_arrays(kinds, token_values),
     )
+
+
+def token_arrays(kinds: list[np.ndarray], values: list[np.ndarray]) -> dict:
+    """CostData's token fields from per-row (kind ids, values)."""
+    lengths = [len(k) for k in kinds]
+    return {
+        "token_kind": np.concatenate(kinds) if kinds else np.zeros(0, np.int64),
+        "token_values": np.concatenate(values) if values else np.zeros((0, TRACE_DIM), np.float32),
+        "token_offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+    }

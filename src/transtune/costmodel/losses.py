@@ -31,6 +31,7 @@ def lambdarank(score: torch.Tensor, label: torch.Tensor, group: torch.Tensor) ->
     if not mask.any():
         return score.sum() * 0.0
     with torch.no_grad():
+        group = torch.unique(group, return_inverse=True)[1]  # ids 0..G-1 of this batch
         same = group[:, None] == group[None, :]
         ahead = (score[None, :] > score[:, None]) & same  # [i, j]: j scored above i
         rank = ahead.sum(1).float()  # 0-based rank within the group

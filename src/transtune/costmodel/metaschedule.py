@@ -15,7 +15,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import TranstuneError
-from .data import CostData
+from ..features import schedule_tokens
+from .data import CostData, token_arrays
 from .models import TorchCostModel, XGBCostModel, load
 
 
@@ -39,7 +40,7 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         self.classes = {w: known[c] for w, c in (kernel_classes or {}).items() if c in known}
         self.update_steps = update_steps
         self.extractor = ms.feature_extractor.PerStoreFeature()
-        self.seen: list[tuple[np.ndarray, float, int]] = []  # (stores, seconds, task)
+        self.seen: list[tuple] = []  # (stores, tokens, seconds, task, *task info)
         self.tasks: dict[str, int] = {}
 
     def load(self, path: str) -> None:
@@ -49,19 +50,17 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         self.model.save(path)
 
     def predict(self, context, candidates) -> np.ndarray:
-        stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
         info = self._info(context)
-        rows = [(s, 1.0, 0, *info) for s in stores]
+        rows = [(s, t, 1.0, 0, *info) for s, t in self._features(context, candidates)]
         return np.asarray(self.model.predict(self._data(rows)), dtype="float64")
 
     def update(self, context, candidates, results) -> None:
-        stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
         info = self._info(context)
         task = self.tasks.setdefault(info[2], len(self.tasks))
-        for s, r in zip(stores, results, strict=True):
+        for (s, t), r in zip(self._features(context, candidates), results, strict=True):
             secs = [float(x) for x in (r.run_secs or [])]
             if secs and max(secs) < 1e9:
-                self.seen.append((s, sum(secs) / len(secs), task, *info))
+                self.seen.append((s, t, sum(secs) / len(secs), task, *info))
         if self.update_steps and len(self.seen) >= 4:
             data = self._data(self.seen)
             if isinstance(self.model, TorchCostModel):
@@ -72,6 +71,12 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
             elif isinstance(self.model, XGBCostModel):
                 self.model.boost(data, rounds=self.update_steps)
 
+    def _features(self, context, candidates) -> list[tuple[np.ndarray, tuple]]:
+        """(per-store features, trace tokens) of each candidate."""
+        stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
+        tokens = [schedule_tokens(c.sch) for c in candidates]
+        return list(zip(stores, tokens, strict=True))
+
     def _info(self, context) -> tuple[float, int, str]:
         """(log2 FLOPs, class id, workload hash) of the task being tuned."""
         from tvm.s_tir import analysis
@@ -81,10 +86,10 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         return math.log2(max(flops, 1.0)), self.classes.get(key, 0), key
 
     def _data(self, rows: list[tuple]) -> CostData:
-        """CostData of (stores, seconds, group, log2 FLOPs, class id, workload) rows."""
+        """CostData of (stores, tokens, seconds, group, log2 FLOPs, class id, workload) rows."""
         if not rows:
             raise TranstuneError("no candidates to score")
-        stores, secs, group, log_flops, cls, key = zip(*rows, strict=True)
+        stores, tokens, secs, group, log_flops, cls, key = zip(*rows, strict=True)
         latency = np.asarray(secs, dtype=np.float64)
         group = np.asarray(group, dtype=np.int32)
         best = {g: latency[group == g].min() for g in np.unique(group)}
@@ -101,4 +106,5 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
             group=group,
             workload=np.asarray(key, dtype=object),
             target=np.full(len(rows), "", dtype=object),
+            **token_arrays([k for k, _ in tokens], [v for _, v in tokens]),
         )

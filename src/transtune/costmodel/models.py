@@ -125,9 +125,9 @@ class XGBCostModel(_Base):
 @dataclass
 class TorchConfig:
     arch: str = "attention"  # or "mlp"
-    loss: str = "lambdarank"  # or "pairwise", "regression"
+    loss: str = "pairwise"  # or "lambdarank", "regression"
     epochs: int = 30
-    lr: float = 5e-4
+    lr: float = 1e-3
     weight_decay: float = 1e-4
     groups_per_batch: int = 16
     seed: int = 0

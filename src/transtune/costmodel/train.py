@@ -13,22 +13,29 @@ from .data import CostData
 from .losses import LOSSES
 
 
+def _pad(segments: list[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged rows as one zero-padded array ``(B, L, ...)`` and its mask ``(B, L)``."""
+    length = max((len(s) for s in segments), default=0) or 1
+    out = np.zeros((len(segments), length, *segments[0].shape[1:]) if segments else (0, 1), dtype)
+    mask = np.zeros((len(segments), length), bool)
+    for i, s in enumerate(segments):
+        out[i, : len(s)] = s
+        mask[i, : len(s)] = True
+    return out, mask
+
+
 def batch_tensors(data: CostData, index: np.ndarray) -> dict[str, torch.Tensor]:
     """Padded inputs of rows ``index`` (see :mod:`.nets`)."""
-    segs = data.segments(index)
-    length = max((len(s) for s in segs), default=1) or 1
-    x = np.zeros((len(index), length, data.stores.shape[1]), np.float32)
-    mask = np.zeros((len(index), length), bool)
-    for i, s in enumerate(segs):
-        x[i, : len(s)] = s
-        mask[i, : len(s)] = True
-    return {
-        "x": torch.from_numpy(x),
-        "mask": torch.from_numpy(mask),
-        "hw": torch.from_numpy(data.hardware[index]),
-        "log_flops": torch.from_numpy(data.log_flops[index]),
-        "cls": torch.from_numpy(data.kernel_class[index].astype(np.int64)),
-    }
+    x, mask = _pad(data.segments(index), np.float32)
+    tokens = data.tokens(index)
+    kind, token_mask = _pad([k for k, _ in tokens], np.int64)
+    values, _ = _pad([v for _, v in tokens], np.float32)
+    arrays = {
+        "x": x, "mask": mask, "hw": data.hardware[index], "log_flops": data.log_flops[index],
+        "cls": data.kernel_class[index].astype(np.int64), "kind": kind, "values": values,
+        "token_mask": token_mask,
+    }  # fmt: skip
+    return {k: torch.from_numpy(v) for k, v in arrays.items()}
 
 
 def predict(net: torch.nn.Module, data: CostData, index: np.ndarray, batch: int = 512):
