@@ -21,9 +21,10 @@ TENSET_HELD_OUT = ("resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_tiny", "
 def within_task(workload, target, test_share: float = 0.2, seed: int = 0):
     rng = np.random.default_rng(seed)
     keys = np.asarray([f"{w}|{t}" for w, t in zip(workload, target, strict=True)], dtype=object)
+    _, group = np.unique(keys, return_inverse=True)
+    order = np.argsort(group, kind="stable")
     test = np.zeros(len(keys), dtype=bool)
-    for key in np.unique(keys):
-        idx = np.flatnonzero(keys == key)
+    for idx in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
         n = int(round(test_share * len(idx)))
         test[rng.choice(idx, size=n, replace=False)] = True
     return _split(test)
