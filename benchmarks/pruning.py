@@ -6,7 +6,9 @@ train a cost model on the records of the kept programs (every configuration), an
 on the held-out networks' kernels. The full training set is the reference. Everything runs
 in this one process, on the same split and seed, with training time.
 
-    python benchmarks/pruning.py [--model xgb|attention] [--epochs 20]
+    python benchmarks/pruning.py [--model xgb|mlp|attention] [--epochs 20]
+
+Resumable: finished steps are kept in ``docs/results/pruning/steps_MODEL.json``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from resume import Steps
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
@@ -59,18 +62,23 @@ def main() -> None:
         seconds = time.perf_counter() - start
         return {"records": len(rows), "train_seconds": seconds, **model.score(data, test)}
 
-    reference = {"programs": len(candidates), **run(train)}
-    print("full", reference, flush=True)
+    steps = Steps(
+        OUT / "pruning" / f"steps_{args.model}.json", {"records": len(data), "epochs": args.epochs}
+    )
+    reference = {"programs": len(candidates), **steps.run("all data", lambda: run(train))}
     rows = []
     for strategy in STRATEGIES:
         for keep in KEEP:
-            mask = select(candidates, strategy, keep, seed=0)
-            kept = {f"{w}:{s}" for w, s in zip(candidates.workload[mask],
-                                               candidates.sample[mask], strict=True)}  # fmt: skip
-            chosen = train[np.isin(key[train], list(kept))]
-            rows.append({"strategy": strategy, "keep": keep, "programs": int(mask.sum()),
-                         **run(chosen)})  # fmt: skip
-            print(rows[-1], flush=True)
+
+            def pruned(strategy=strategy, keep=keep) -> dict:
+                mask = select(candidates, strategy, keep, seed=0)
+                pairs = zip(candidates.workload[mask], candidates.sample[mask], strict=True)
+                kept = {f"{w}:{s}" for w, s in pairs}
+                return {"programs": int(mask.sum()),
+                        **run(train[np.isin(key[train], list(kept))])}  # fmt: skip
+
+            row = steps.run(f"{strategy} {keep:.0%}", pruned)
+            rows.append({"strategy": strategy, "keep": keep, **row})
     from transtune.dataset.info import collection_rate
 
     collected, seconds = collection_rate(DATASET)
