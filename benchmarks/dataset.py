@@ -31,8 +31,9 @@ MODELS = [
     "efficientnet_b4",
 ]  # fmt: skip
 # Each pass goes through every model: (batch size, image side for CNNs, sequence length for
-# BERTs); None = the model's own. Small inputs add kernels that are cheap to measure.
-PASSES = [(1, None, None), (1, 160, 64)]
+# BERTs); None = the model's own. The second pass adds other batch and input sizes (TenSet's
+# variants) at about the first pass's work per kernel.
+PASSES = [(1, None, None), (4, 160, 64)]
 CONFIGS = "host,host-1core,host-avx2,host-avx2-1core,host-sse4.2,host-sse4.2-1core"
 PER_KERNEL = 32
 
