@@ -164,9 +164,13 @@ def report() -> None:
         f"Written by `benchmarks/dataset.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
         f"{host.cores} cores; TVM 0.27.0. Collected with `transtune dataset collect --models M "
         f"--targets {CONFIGS} --per-kernel {PER_KERNEL}` for each model in turn, at "
-        "batch 1 and the model's input size, then at batch 1 with 160-pixel images / "
-        "64-token sequences (`python benchmarks/dataset.py collect`), into `data/dataset/`. "
-        "The first kernels (ResNet-18) were also collected at batch 4.",
+        + ", then at ".join(
+            f"batch {b} and "
+            + (f"{i}-pixel images / {q}-token sequences" if i else "the model's input size")
+            for b, i, q in PASSES
+        )
+        + " (`python benchmarks/dataset.py collect`), into `data/dataset/`. The first "
+        "kernels (ResNet-18) were also collected at batch 4 and their own input size.",
         "",
         "The six targets are *configurations of one physical CPU*: the full ISA, code "
         "restricted to AVX2 (`-mcpu=haswell`) and to SSE4.2 (`-mcpu=nehalem`), each on 2 "
