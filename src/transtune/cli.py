@@ -172,14 +172,11 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
         count = export_json(args.dir, args.out, args.target or "host")
         console.print(f"exported {count} records of {args.target or 'host'} to {args.out}")
     else:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
         sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (None,)
         batches = tuple(int(b) for b in args.batch_sizes.split(","))
         with console.status("extracting kernels"):
             kernels = dataset_kernels(args.models.split(","), batches, sizes)
-        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"))
-        with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
+        with _progress() as progress:
             bar = progress.add_task(f"{len(kernels)} kernels", total=len(kernels), info="")
 
             def update(_kernel, stats) -> None:
@@ -203,18 +200,22 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
             raise KeyboardInterrupt
 
 
-def _cmd_tune(args: argparse.Namespace) -> None:
+def _progress():
+    """A progress display: description, bar, the task's ``info`` field, elapsed time."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(), console=console,
+    )  # fmt: skip
+
+
+def _cmd_tune(args: argparse.Namespace) -> None:
     from .frontend import load
     from .library import open_library
     from .tuning import tune
 
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"))
-    with (
-        open_library(args.library) as lib,
-        Progress(*columns, TimeElapsedColumn(), console=console) as progress,
-    ):
+    with open_library(args.library) as lib, _progress() as progress:
         model = load(args.model, args.batch, args.size)
         bar = progress.add_task(f"tuning {model.name}", total=args.trials or args.time, info="")
 
@@ -337,8 +338,19 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
             if args.model == "xgb"
             else TorchCostModel(TorchConfig(arch=args.model, epochs=args.epochs, seed=args.seed))
         )
-        with console.status(f"training {args.model} on {len(train)} records"):
-            model.fit(data, train)
+        with _progress() as progress:
+            what = f"training {args.model} on {len(train)} records"
+            if args.model == "xgb":
+                progress.add_task(what, total=None, info="")
+                model.fit(data, train)
+            else:
+                bar = progress.add_task(what, total=args.epochs, info="")
+
+                def epoch_done(epoch: int, loss: float) -> None:
+                    info = f"epoch {epoch + 1}, loss {loss:.4f}"
+                    progress.update(bar, completed=epoch + 1, info=info)
+
+                model.fit(data, train, on_epoch=epoch_done)
         model.save(args.checkpoint)
         console.print(f"saved {args.checkpoint}")
     else:

@@ -2,8 +2,9 @@
 
 It scores candidates with a trained model (:mod:`.models`) given the hardware descriptor of
 the configuration being tuned, and learns online: every measured batch is kept, and after
-each one the model takes a few steps on everything measured so far in this search (a torch
-model fine-tunes with the pairwise loss; an XGBoost model boosts more trees on it).
+each one the model learns from what was measured so far in this search (a torch model takes
+``update_steps`` pairwise steps on at most ``update_rows`` of those records, so an update
+costs the same late in a search as early; an XGBoost model boosts more trees on them all).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import TranstuneError
-from ..features import schedule_tokens
+from ..features import TRACE_DIM, schedule_tokens
 from .data import CostData, token_arrays
 from .models import TorchCostModel, XGBCostModel, load
 
@@ -32,13 +33,14 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         hardware: np.ndarray,
         kernel_classes: dict[str, str] | None = None,
         update_steps: int = 20,
+        update_rows: int = 512,
     ) -> None:
         super().__init__()
         self.model = load(model) if isinstance(model, str) else model
         self.hardware = np.asarray(hardware, dtype=np.float32)
         known = {c: i for i, c in enumerate(self.model.classes)}
         self.classes = {w: known[c] for w, c in (kernel_classes or {}).items() if c in known}
-        self.update_steps = update_steps
+        self.update_steps, self.update_rows = update_steps, update_rows
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self.seen: list[tuple] = []  # (stores, tokens, seconds, task, *task info)
         self.tasks: dict[str, int] = {}
@@ -66,15 +68,20 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
             if isinstance(self.model, TorchCostModel):
                 from .train import train
 
-                rows, steps = np.arange(len(data)), self.update_steps
-                train(self.model.net, data, rows, "pairwise", steps, 64, 1e-4, seed=len(rows))
+                rng = np.random.default_rng(len(data))
+                rows = np.sort(rng.choice(len(data), min(len(data), self.update_rows), False))
+                train(self.model.net, data, rows, "pairwise", self.update_steps, 64, 1e-4,
+                      seed=len(data))  # fmt: skip
             elif isinstance(self.model, XGBCostModel):
                 self.model.boost(data, rounds=self.update_steps)
 
     def _features(self, context, candidates) -> list[tuple[np.ndarray, tuple]]:
-        """(per-store features, trace tokens) of each candidate."""
+        """(per-store features, trace tokens) of each candidate (no tokens for a model that
+        does not read them: building them costs about 1 ms a candidate)."""
         stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
-        tokens = [schedule_tokens(c.sch) for c in candidates]
+        none = (np.zeros(0, np.int64), np.zeros((0, TRACE_DIM), np.float32))
+        use = self.model.uses_trace
+        tokens = [schedule_tokens(c.sch) if use else none for c in candidates]
         return list(zip(stores, tokens, strict=True))
 
     def _info(self, context) -> tuple[float, int, str]:

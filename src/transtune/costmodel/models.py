@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ class CostModelError(TranstuneError):
 
 class _Base:
     kind = ""
+    uses_trace = False  # whether predictions read the trace tokens
 
     def _rows(self, data: CostData, index) -> np.ndarray:
         return np.arange(len(data)) if index is None else np.asarray(index, dtype=np.int64)
@@ -41,6 +42,15 @@ class _Base:
         return evaluate(self.predict(data, rows), data.latency[rows], data.group[rows])
 
     classes: list[str] = []  # kernel classes of the training data (the class ids' meaning)
+
+    def _aligned(self, data: CostData) -> CostData:
+        """``data`` with its class ids renumbered to mean this model's ``classes`` (a class the
+        model never saw gets a spare id); data without a class list is taken as is."""
+        if not self.classes or not data.classes or list(data.classes) == self.classes:
+            return data
+        known = {c: i for i, c in enumerate(self.classes)}
+        lookup = np.asarray([known.get(c, len(self.classes)) for c in data.classes], np.int32)
+        return replace(data, kernel_class=lookup[data.kernel_class], classes=list(self.classes))
 
     def _header(self) -> dict:
         return {"kind": self.kind, "format": FORMAT_VERSION, "config": asdict(self.config),
@@ -149,21 +159,25 @@ class TorchCostModel(_Base):
         self.net = NETS[self.config.arch](**self.config.net)
         self.history: dict = {}
 
+    @property
+    def uses_trace(self) -> bool:
+        return bool(getattr(self.net, "trace", False))
+
     def fit(self, data: CostData, index=None, on_epoch=None) -> TorchCostModel:
         from .train import train
 
         c = self.config
         self.classes = self.classes or list(data.classes)
         self.history = train(
-            self.net, data, self._rows(data, index), c.loss, c.epochs, c.groups_per_batch,
-            c.lr, c.weight_decay, c.seed, on_epoch,
+            self.net, self._aligned(data), self._rows(data, index), c.loss, c.epochs,
+            c.groups_per_batch, c.lr, c.weight_decay, c.seed, on_epoch,
         )  # fmt: skip
         return self
 
     def predict(self, data: CostData, index=None) -> np.ndarray:
         from .train import predict
 
-        return predict(self.net, data, self._rows(data, index))
+        return predict(self.net, self._aligned(data), self._rows(data, index))
 
     def save(self, path: str | Path) -> None:
         import torch
