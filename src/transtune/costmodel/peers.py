@@ -8,7 +8,8 @@ features, squared error on normalized throughput, early stopping; ``MLPModel``'s
 for scores. Neither sees the hardware vector (they have no input for it). Shims:
 
 - ``SegmentSumMLPTrainer`` passes ``verbose=`` to ``StepLR``, which torch 2.13 removed: the
-  scheduler class is wrapped to drop it while it trains;
+  scheduler class is wrapped to drop it while it trains (and to make its step size, epochs //
+  10, at least 1, so that fewer than 10 epochs work);
 - ``MLPModel``'s network is built for 172 inputs (the features with workload features); ours
   have 164 per store, so it gets ``input_dim=164``.
 """
@@ -87,8 +88,8 @@ def _step_lr_without_verbose():
     original = torch.optim.lr_scheduler.StepLR
 
     class StepLR(original):
-        def __init__(self, *args, verbose=None, **kwargs):
-            super().__init__(*args, **kwargs)
+        def __init__(self, optimizer, step_size, *args, verbose=None, **kwargs):
+            super().__init__(optimizer, max(1, step_size), *args, **kwargs)
 
     torch.optim.lr_scheduler.StepLR = StepLR
     try:
