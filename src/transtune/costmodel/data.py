@@ -75,8 +75,7 @@ class CostData:
     def tokens(self, index: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """(kind ids, values) of each row's trace tokens."""
         if self.token_offsets is None:
-            empty = (np.zeros(0, np.int64), np.zeros((0, TRACE_DIM), np.float32))
-            return [empty] * len(index)
+            return [trace_tokens([], [])] * len(index)
         o = self.token_offsets
         return [(self.token_kind[o[i] : o[i + 1]], self.token_values[o[i] : o[i + 1]])
                 for i in index]  # fmt: skip

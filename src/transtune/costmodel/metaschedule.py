@@ -16,7 +16,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import TranstuneError
-from ..features import TRACE_DIM, schedule_tokens
+from ..features import schedule_tokens, trace_tokens
 from .data import CostData, token_arrays
 from .models import TorchCostModel, XGBCostModel, load
 
@@ -79,7 +79,7 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         """(per-store features, trace tokens) of each candidate (no tokens for a model that
         does not read them: building them costs about 1 ms a candidate)."""
         stores = [t.numpy() for t in self.extractor.extract_from(context, candidates)]
-        none = (np.zeros(0, np.int64), np.zeros((0, TRACE_DIM), np.float32))
+        none = trace_tokens([], [])
         use = self.model.uses_trace
         tokens = [schedule_tokens(c.sch) if use else none for c in candidates]
         return list(zip(stores, tokens, strict=True))

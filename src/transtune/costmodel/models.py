@@ -23,7 +23,7 @@ from ..errors import TranstuneError
 from .data import CostData
 from .metrics import evaluate
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the attention network reads trace tokens
 
 
 class CostModelError(TranstuneError):

@@ -68,8 +68,8 @@ class AttentionCostModel(nn.Module):
         self.classes = classes
 
     def forward(self, x, mask, hw, log_flops, cls, kind, values, token_mask):
-        if not self.trace:
-            token_mask = torch.zeros_like(token_mask)
+        if not self.trace:  # the ablation: no trace tokens at all (and no time spent on them)
+            kind, values, token_mask = kind[:, :0], values[:, :0], token_mask[:, :0]
         stores = self.embed(x) + self.part.weight[0]
         steps = self.kind(kind % len(KINDS)) + self.values(values) + self.part.weight[1]
         gamma, beta = self.film(hw).chunk(2, dim=1)
