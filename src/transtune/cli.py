@@ -182,9 +182,8 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
             def update(_kernel, stats) -> None:
                 info = (f"{stats.records} records, {stats.failures} failed, "
                         f"{stats.records_per_minute:.0f}/min")  # fmt: skip
-                progress.update(
-                    bar, completed=stats.kernels_done + stats.kernels_skipped, info=info
-                )
+                done = stats.kernels_done + stats.kernels_skipped + stats.kernels_without_space
+                progress.update(bar, completed=done, info=info)
 
             stats = collect(
                 args.out, kernels, args.targets.split(","), args.per_kernel, args.seed, update,
@@ -193,7 +192,8 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
         console.print(
             f"{stats.records} new records ({stats.failures} failed) for {stats.kernels_done} "
             f"kernels in {stats.seconds:.0f} s ({stats.records_per_minute:.0f} records/min); "
-            f"{stats.kernels_skipped} kernels already complete"
+            f"{stats.kernels_skipped} kernels already complete, {stats.kernels_without_space} "
+            "without a design space"
             + ("; interrupted, rerun to resume" if stats.interrupted else "")
         )
         if stats.interrupted:

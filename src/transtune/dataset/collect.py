@@ -44,7 +44,8 @@ class DatasetKernel:
 @dataclass
 class CollectStats:
     kernels_done: int = 0
-    kernels_skipped: int = 0
+    kernels_skipped: int = 0  # complete already
+    kernels_without_space: int = 0  # no schedulable block: nothing to sample
     records: int = 0
     failures: int = 0
     seconds: float = 0.0
@@ -125,7 +126,7 @@ def collect(
                     continue
                 spaces, postprocs = design_spaces(k.mod, cfgs[0].tvm_target())
                 if not spaces:
-                    stats.kernels_skipped += 1
+                    stats.kernels_without_space += 1
                     continue
                 if k.workload_hash not in have_workloads:
                     _write_workload(store, dk, spaces)
