@@ -154,6 +154,21 @@ def _memory_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def variants() -> dict[str, tuple[int, int]]:
+    """Per model variant tag: (kernels with records, kernels)."""
+    from transtune.dataset import load_records
+    from transtune.dataset.store import DatasetStore
+
+    measured = set(load_records(DATASET, ["workload"])[0]["workload"].to_pylist())
+    counts: dict[str, list[int]] = {}
+    for workload, tags in DatasetStore(DATASET).occurrences().items():
+        for tag in tags:
+            entry = counts.setdefault(tag, [0, 0])
+            entry[0] += workload in measured
+            entry[1] += 1
+    return {tag: (done, total) for tag, (done, total) in sorted(counts.items())}
+
+
 def json_size(out: Path, target: str = "host", limit: int = 2000) -> None:
     """Bytes per record of the same records as MetaSchedule/TenSet-style JSON lines."""
     from transtune.dataset.info import export_json
@@ -227,10 +242,12 @@ def report() -> None:
                 ),
             )
         ],
-        "",
-        "| target | records | ok | kernels | descriptor: bandwidth GB/s, peak GFLOP/s |",
-        "|---|---|---|---|---|",
     ]
+    lines += ["", "Model variants (tag = model@batch and size) and how many of their kernels are "
+              "measured (a kernel shared by several variants is measured once):", "",
+              "; ".join(f"{tag} {done}/{total}" for tag, (done, total) in variants().items()),
+              "", "| target | records | ok | kernels | descriptor: bandwidth GB/s, peak "
+              "GFLOP/s |", "|---|---|---|---|---|"]  # fmt: skip
     for target, counts in info["targets"].items():
         d = info["hardware"].get(target, {})
         lines.append(
