@@ -202,14 +202,14 @@ def report() -> None:
         "",
         f"Written by `benchmarks/dataset.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
         f"{host.cores} cores; TVM 0.27.0. Collected with `transtune dataset collect --models M "
-        f"--targets {CONFIGS} --per-kernel {PER_KERNEL}` for each model in turn, at "
+        f"--targets {CONFIGS} --per-kernel {PER_KERNEL}` for each model in turn, in passes at "
         + ", then at ".join(
             f"batch {b} and "
             + (f"{i}-pixel images / {q}-token sequences" if i else "the model's input size")
             for b, i, q in PASSES
         )
-        + " (`python benchmarks/dataset.py collect`), into `data/dataset/`. The first "
-        "kernels (ResNet-18) were also collected at batch 4 and their own input size.",
+        + " (`python benchmarks/dataset.py collect`), into `data/dataset/`; the model "
+        "variants below say how far the passes have got.",
         "",
         "The six targets are *configurations of one physical CPU*: the full ISA, code "
         "restricted to AVX2 (`-mcpu=haswell`) and to SSE4.2 (`-mcpu=nehalem`), each on 2 "
