@@ -10,7 +10,7 @@
    the pre-trained model vs train from scratch on those k% vs zero-shot (hardware features
    only), evaluated on the other half of its kernels.
 
-    python benchmarks/costmodel.py [--epochs 30] [--unseen host-sse4.2,host-sse4.2-1core]
+    python benchmarks/costmodel.py [--epochs 15] [--unseen host-sse4.2,host-sse4.2-1core]
 
 Resumable: finished steps are kept in ``docs/results/costmodel/steps.json``.
 """
@@ -60,18 +60,12 @@ def make_splits(data, unseen: list[str]) -> dict:
     }
 
 
-def compare(
-    data, epochs: int, ms_mlp_epochs: int, ms_mlp_records: int, unseen: list[str], steps: Steps
-) -> list[dict]:
+def compare(data, epochs: int, ms_mlp_epochs: int, unseen: list[str], steps: Steps) -> list[dict]:
     rows = []
     for split, (train, test) in make_splits(data, unseen).items():
         for name, factory in make_models(epochs, ms_mlp_epochs).items():
-            fit_rows = train
-            if name == "ms-mlp" and len(train) > ms_mlp_records:  # its trainer is slow: cap it
-                rng = np.random.default_rng(0)
-                fit_rows = np.sort(rng.choice(train, ms_mlp_records, replace=False))
 
-            def fit_and_score(factory=factory, train=fit_rows, test=test) -> dict:
+            def fit_and_score(factory=factory, train=train, test=test) -> dict:
                 model = factory()
                 start = time.perf_counter()
                 model.fit(data, train)
@@ -139,10 +133,8 @@ def report(result: dict) -> None:
         f"successful records, {result['kernels']} kernels, configurations "
         f"{', '.join(result['targets'])}). Host: {host.cpu_model}, {host.cores} cores; "
         f"PyTorch CPU; {result['epochs']} epochs for our networks, "
-        f"{result['ms_mlp_epochs']} for MetaSchedule's MLPModel (its default, 50, cut for "
-        f"time), which also trains on a random {result['ms_mlp_records']:,} of the training "
-        "records at most (its trainer batches records one by one in Python, about 2 ms per "
-        "record and epoch); seed 0. Metrics: TenSet's "
+        f"{result['ms_mlp_epochs']} for MetaSchedule's MLPModel (its default is 50); seed 0. "
+        "Metrics: TenSet's "
         "definitions, record-weighted over (kernel, configuration) groups of the test side.",
         "",
         "| split | model | train / test records | PCA | peak@1 | peak@5 | recall@5 | train s |",
@@ -200,9 +192,8 @@ def main() -> None:
     from transtune.costmodel import load_cost_data
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--ms-mlp-epochs", type=int, default=10)
-    parser.add_argument("--ms-mlp-records", type=int, default=20000)
     parser.add_argument("--unseen", default="host-sse4.2,host-sse4.2-1core")
     args = parser.parse_args()
     data = load_cost_data(DATASET)
@@ -213,17 +204,15 @@ def main() -> None:
             "records": len(data),
             "epochs": args.epochs,
             "ms_mlp_epochs": args.ms_mlp_epochs,
-            "ms_mlp_records": args.ms_mlp_records,
             "unseen": unseen,
         },
     )
     result = {
         "records": len(data), "kernels": len(np.unique(data.workload)),
         "targets": sorted(set(data.target)), "epochs": args.epochs,
-        "ms_mlp_epochs": args.ms_mlp_epochs, "ms_mlp_records": args.ms_mlp_records,
+        "ms_mlp_epochs": args.ms_mlp_epochs,
         "unseen": unseen,
-        "compare": compare(data, args.epochs, args.ms_mlp_epochs, args.ms_mlp_records, unseen,
-                           steps),
+        "compare": compare(data, args.epochs, args.ms_mlp_epochs, unseen, steps),
         "transfer": transfer(data, args.epochs, unseen, steps),
     }  # fmt: skip
     (OUT / "costmodel").mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ process with the same time budget, alone on the host:
 The time each needs to reach the stock run's final estimated latency is read off the curves
 (estimated latency = sum over kernels of weight x best measured latency).
 
-    python benchmarks/guided.py train                   # checkpoint without the held-out nets
+    python benchmarks/guided.py train [--epochs 15]     # checkpoint without the held-out nets
     python benchmarks/guided.py run [--models m1,m2] [--budget 600]
     python benchmarks/guided.py report
 """
@@ -46,14 +46,14 @@ ARMS = ("stock", "guided", "transfer+guided")
 PER_ITER = {"stock": 64, "guided": 16, "transfer+guided": 16}
 
 
-def train() -> None:
+def train(epochs: int) -> None:
     from transtune.dataset.splits import TENSET_HELD_OUT
 
     CHECKPOINT.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [sys.executable, "-m", "transtune.cli", "costmodel", "train", str(DATASET),
-         str(CHECKPOINT), "--model", "attention", "--split", "by-model", "--hold-out",
-         ",".join(TENSET_HELD_OUT)],
+         str(CHECKPOINT), "--model", "attention", "--epochs", str(epochs), "--split", "by-model",
+         "--hold-out", ",".join(TENSET_HELD_OUT)],
         check=True,
     )  # fmt: skip
 
@@ -203,9 +203,10 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--budget", type=float, default=600.0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
     args = parser.parse_args()
     if args.step == "train":
-        train()
+        train(args.epochs)
     elif args.step == "arm":
         arm(args.model, args.which, args.budget, args.out)
     elif args.step == "run":
