@@ -84,6 +84,7 @@ def main() -> None:
     collected, seconds = collection_rate(DATASET)
     result = {
         "model": args.model, "held_out": held, "reference": reference, "rows": rows,
+        "kernels": len(train_kernels),
         "test_records": len(test), "seconds_per_record": seconds / max(1, collected),
     }  # fmt: skip
     (OUT / "pruning").mkdir(parents=True, exist_ok=True)
@@ -115,12 +116,14 @@ def report(result: dict) -> None:
         f"PCA {ref['pca']:.3f}, peak@1 {ref['peak@1']:.3f}, trained in "
         f"{ref['train_seconds']:.0f} s.",
         "",
-        "| strategy | kept | programs | records | PCA | ΔPCA | peak@1 | Δpeak@1 | train s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| strategy | asked | kept | programs | records | PCA | ΔPCA | peak@1 | Δpeak@1 "
+        "| train s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         lines.append(
-            f"| {r['strategy']} | {r['keep']:.0%} | {r['programs']:,} | {r['records']:,} "
+            f"| {r['strategy']} | {r['keep']:.0%} | {r['programs'] / ref['programs']:.1%} "
+            f"| {r['programs']:,} | {r['records']:,} "
             f"| {r['pca']:.3f} | {r['pca'] - ref['pca']:+.3f} | {r['peak@1']:.3f} "
             f"| {r['peak@1'] - ref['peak@1']:+.3f} | {r['train_seconds']:.0f} |"
         )
@@ -131,15 +134,18 @@ def report(result: dict) -> None:
         f"there once. At this dataset's collection rate ({per:.2f} s per record, builds "
         "included but shared by two thread counts, so a lone new configuration costs "
         f"somewhat more), all {ref['programs']:,} training programs take "
-        f"{ref['programs'] * per / 3600:.1f} h; "
-        + ", ".join(f"{k:.0%} of them {k * ref['programs'] * per / 3600:.1f} h"
+        f"{ref['programs'] * per / 60:.0f} min; "
+        + ", ".join(f"{k:.0%} of them {k * ref['programs'] * per / 60:.0f} min"
                     for k in sorted({r['keep'] for r in result['rows']}))
-        + ".",
+        + ". Asked vs kept: the strategies round each kernel's (or, for `kernels`, each "
+        "class's) share to whole programs, at least one "
+        f"({ref['programs'] / result['kernels']:.0f} programs per training kernel on average).",
     ]  # fmt: skip
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, metric in zip(axes, ("pca", "peak@1"), strict=True):
         for strategy in dict.fromkeys(r["strategy"] for r in result["rows"]):
-            pts = [(r["keep"], r[metric]) for r in result["rows"] if r["strategy"] == strategy]
+            pts = [(r["programs"] / ref["programs"], r[metric])
+                   for r in result["rows"] if r["strategy"] == strategy]  # fmt: skip
             ax.plot([100 * k for k, _ in pts], [v for _, v in pts], "o-", label=strategy)
         ax.axhline(ref[metric], color="gray", ls="--", label="all data")
         ax.set_xlabel("% of training programs kept")
