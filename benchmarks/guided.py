@@ -6,10 +6,14 @@ process with the same time budget, alone on the host:
 
 - ``stock``: MetaSchedule's evolutionary search with its XGBoost cost model from scratch;
 - ``guided``: the same search scored by the pre-trained cost model (``LearnedCostModel``,
-  updated online from the new measurements);
+  updated online from the new measurements), with ``GUIDED_SEARCH``'s smaller population;
 - ``transfer+guided``: transfer-tuning from the shipped schedule library (which holds none of
-  these models' own schedules), then the guided search seeded with the transferred
-  schedules, for what is left of the budget.
+  these models' own schedules), measuring only the two donor schedules per kernel the cost
+  model scores best, then the guided search seeded with the transferred schedules, for what
+  is left of the budget.
+
+Every arm's clock starts after kernel extraction, the builder's start and the untuned
+measurement (``tune`` starts its curve there; the transfer step's own are subtracted).
 
 The time each needs to reach the stock run's final estimated latency is read off the curves
 (estimated latency = sum over kernels of weight x best measured latency).
@@ -27,7 +31,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,10 +43,12 @@ LIBRARY = ROOT / "data" / "library" / "zoo-host.db"
 # models whose tuned schedules the library holds.
 MODELS = ("mobilenet_v2", "resnext50_32x4d", "bert_base")
 ARMS = ("stock", "guided", "transfer+guided")
+ABLATIONS = ("stock@16",)  # stock with the guided arms' round size (run with --arms)
 # Candidates measured per search round. Stock keeps MetaSchedule's default, which its XGBoost
 # trained from scratch needs to learn from; a pre-trained model's top 16 are worth measuring,
 # so the guided arms spread the same time over more rounds (and more kernels early on).
-PER_ITER = {"stock": 64, "guided": 16, "transfer+guided": 16}
+PER_ITER = {"stock": 64, "guided": 16, "transfer+guided": 16, "stock@16": 16}
+TRANSFER_MEASURE_TOP = 2  # donor schedules measured per kernel, of the 8 replayed
 
 
 def train(epochs: int) -> None:
@@ -67,13 +72,14 @@ def arm(model_name: str, which: str, budget: float, out: Path) -> None:
     from transtune.targets import get_config
     from transtune.tasks import extract_kernels
     from transtune.transfer import transfer_tune
-    from transtune.tuning import tune
+    from transtune.tuning import GUIDED_SEARCH, tune
 
     config = get_config("host")
     model = from_zoo(model_name)
     kernels = extract_kernels(model.mod, config.tvm_target())
-    cost_model = "xgb"
-    if which != "stock":
+    cost_model, search = "xgb", None
+    if not which.startswith("stock"):
+        search = GUIDED_SEARCH
         classes = {k.workload_hash: k.kernel_class for k in kernels}
         cost_model = LearnedCostModel(str(CHECKPOINT), describe(config).vector(), classes)
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,23 +91,23 @@ def arm(model_name: str, which: str, budget: float, out: Path) -> None:
                 donors = lib.info()["models"]
                 if model_name in donors:
                     raise SystemExit(f"{LIBRARY} holds {model_name}'s own tuned schedules")
-                started = time.perf_counter()
-                result = transfer_tune(model, lib, config, donors=donors)
-                offset = time.perf_counter() - started
+                result = transfer_tune(model, lib, config, donors=donors, cost_model=cost_model,
+                                       measure_top=TRANSFER_MEASURE_TOP)  # fmt: skip
+                offset = result.search_seconds - result.setup_seconds
                 start_points = [(0, 0.0, result.untuned_latency),
                                 (0, offset, result.estimated_latency)]  # fmt: skip
         with open_library(path) as lib:
             tuned = tune(model, lib, config, time_budget=budget - offset, cost_model=cost_model,
-                         num_trials_per_iter=PER_ITER[which])  # fmt: skip
+                         num_trials_per_iter=PER_ITER[which], search=search)  # fmt: skip
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
     out.write_text(json.dumps({"model": model_name, "arm": which, "budget": budget,
                                "transfer_seconds": offset, "curve": curve}))  # fmt: skip
 
 
-def run(models: list[str], budget: float) -> None:
+def run(models: list[str], budget: float, arms: list[str]) -> None:
     DATA.mkdir(parents=True, exist_ok=True)
     for model in models:
-        for which in ARMS:
+        for which in arms:
             out = DATA / f"{model}_{which}.json"
             if out.exists():  # resumable: delete an arm's file to run it again
                 print(f"{model}: {which} done before ({out})", flush=True)
@@ -125,6 +131,7 @@ def report() -> None:
     import matplotlib.pyplot as plt
 
     from transtune.targets import host_info
+    from transtune.tuning import GUIDED_SEARCH
 
     runs = {}
     for path in sorted(DATA.glob("*.json")):
@@ -140,15 +147,29 @@ def report() -> None:
         "`data/dataset` without the kernels of TenSet's held-out networks (so none of these "
         "models' kernels). Donor library for transfer: `data/library/zoo-host.db` (six other "
         "models' tuned schedules). Every run alone on the host, in a fresh process, from an "
-        "empty library for the model; the transfer step counts in the time. Candidates per "
-        "search round: " + ", ".join(f"{a} {n}" for a, n in PER_ITER.items()) + " (stock: "
-        "MetaSchedule's default, which its XGBoost from scratch learns from).",
+        "empty library for the model. Every clock starts after kernel extraction and the "
+        "untuned measurement; the transfer step counts in the time (its replay, builds, "
+        "numerics checks and measurements). Candidates per search round: "
+        + ", ".join(f"{a} {n}" for a, n in PER_ITER.items())
+        + " (stock: MetaSchedule's default, which its XGBoost from scratch learns from). "
+        f"Evolutionary search population: stock arms 512 (MetaSchedule's default), guided arms "
+        f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`). Transfer "
+        f"measures the {TRANSFER_MEASURE_TOP} donor schedules per kernel the cost model "
+        "scores best, of up to 8 replayed.",
         "",
-        "| model | budget s | stock rounds | stock final ms | guided: time to reach "
-        "| transfer+guided: time to reach | guided final ms | transfer+guided final ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    fractions = {"guided": [], "transfer+guided": []}
+    compared = ["guided", "transfer+guided"]
+    compared += [a for a in ABLATIONS if any(a in runs[m] for m in models)]
+    shown = ["stock", *compared]
+    lines += [
+        "| model | budget s | stock rounds | stock final ms | "
+        + " | ".join(f"{a}: time to reach" for a in compared)
+        + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(compared),
+    ]
+    finals = ["| model | " + " | ".join(f"{a} final ms" for a in shown) + " |",
+              "|---|" + "---:|" * len(shown)]  # fmt: skip
+    fractions: dict[str, list[float]] = {a: [] for a in compared}
     fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5 * max(1, len(models)), 3.8))
     axes = axes if len(models) > 1 else [axes]
     for ax, model in zip(axes, models, strict=False):
@@ -157,20 +178,25 @@ def report() -> None:
         final = stock["curve"][-1][2]
         stock_time = time_to_reach(stock["curve"], final)
         cells = []
-        for which in ("guided", "transfer+guided"):
-            t = time_to_reach(arms[which]["curve"], final)
-            if t is None:
+        for which in compared:
+            t = time_to_reach(arms[which]["curve"], final) if which in arms else None
+            if which not in arms:
+                cells.append("not run")
+            elif t is None:
                 cells.append("not reached")
             else:
                 fractions[which].append(t / stock_time)
                 cells.append(f"{t:.0f} s ({t / stock_time:.0%})")
         lines.append(
             f"| {model} | {stock['budget']:.0f} | {len(stock['curve']) - 1} "
-            f"| {1e3 * final:.2f} | {cells[0]} | {cells[1]} "
-            f"| {1e3 * arms['guided']['curve'][-1][2]:.2f} "
-            f"| {1e3 * arms['transfer+guided']['curve'][-1][2]:.2f} |"
+            f"| {1e3 * final:.2f} | " + " | ".join(cells) + " |"
         )
-        for which in ARMS:
+        finals.append(f"| {model} | " + " | ".join(
+            f"{1e3 * arms[a]['curve'][-1][2]:.2f}" if a in arms else "not run" for a in shown
+        ) + " |")  # fmt: skip
+        for which in shown:
+            if which not in arms:
+                continue
             c = arms[which]["curve"]
             ax.plot([p[1] for p in c], [1e3 * p[2] for p in c], drawstyle="steps-post",
                     label=which)  # fmt: skip
@@ -179,6 +205,7 @@ def report() -> None:
         ax.set_xlabel("tuning time, s")
         ax.set_ylabel("estimated latency, ms (log)")
         ax.legend(fontsize=8)
+    lines += ["", *finals]
     mean = {w: sum(v) / len(v) for w, v in fractions.items() if v}
     lines += [
         "",
@@ -186,9 +213,12 @@ def report() -> None:
         "estimate, as a share of the time the stock run took to get there. Mean share: "
         + ", ".join(f"{w} {m:.0%}" for w, m in mean.items())
         + " (over the models where it was reached). Stock rounds: batches of 64 candidates "
-        "the stock run measured; MetaSchedule's gradient scheduler gives every kernel one batch "
-        "before it favours any, so with fewer rounds than kernels the stock run never saw some "
-        "kernels and the budget, not the search, decides its final latency.",
+        "the stock run measured. MetaSchedule's gradient scheduler gives every kernel one batch "
+        "before it favours any; `tune` hands it the kernels largest share of the estimated "
+        "latency first (in every arm), so with fewer rounds than kernels the ones a run never "
+        "reached are the smallest. `stock@16` is an ablation: stock MetaSchedule with the "
+        "guided arms' round size, to tell what the smaller rounds give from what the "
+        "pre-trained model gives.",
         "",
         "![curves](guided.png)",
         "",
@@ -203,8 +233,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["train", "run", "arm", "report"])
     parser.add_argument("model", nargs="?")
-    parser.add_argument("which", nargs="?", choices=ARMS)
+    parser.add_argument("which", nargs="?", choices=ARMS + ABLATIONS)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"also: {', '.join(ABLATIONS)}")
     parser.add_argument("--budget", type=float, default=600.0)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
@@ -214,7 +245,7 @@ def main() -> None:
     elif args.step == "arm":
         arm(args.model, args.which, args.budget, args.out)
     elif args.step == "run":
-        run(args.models.split(","), args.budget)
+        run(args.models.split(","), args.budget, args.arms.split(","))
         report()
     else:
         report()

@@ -186,15 +186,52 @@ def test_cli_trains_and_evaluates_on_a_split(dataset_dir, tmp_path, capsys):
     assert "8 new trials" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("kind", ["xgb", "attention"])
-def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path, kind):
+def matmul_48():
+    """A 48x48 matmul's IRModule, as MetaSchedule tunes it."""
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
 
+    a, b = te.placeholder((48, 48), name="A"), te.placeholder((48, 48), name="B")
+    r = te.reduce_axis((0, 48), name="k")
+    c = te.compute((48, 48), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return ms.tune_context._normalize_mod(te.create_prim_func([a, b, c]))
+
+
+def test_schedule_tokens_read_off_the_trace_match_its_json():
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Schedule, Trace
+
+    from transtune.features import schedule_tokens, trace_tokens
+    from transtune.library import plain
+    from transtune.transfer.replay import strip_postproc
+
+    mod = matmul_48()
+    context = ms.TuneContext(mod=mod, target=get_config("host").tvm_target(),
+                             space_generator="post-order-apply")  # fmt: skip
+    checked = 0
+    for seed in range(6):
+        for space in context.generate_design_space():
+            sch = Schedule(mod, seed=seed + 1)  # the space's steps with fresh decisions
+            Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+            sch.enter_postproc()  # as the search does: postprocessing is left out of tokens
+            if not all(p.apply(sch) for p in context.space_generator.postprocs):
+                continue
+            kinds, values = schedule_tokens(sch)
+            json_kinds, json_values = trace_tokens(
+                *strip_postproc(plain(sch.trace.as_json(remove_postproc=True)))
+            )
+            assert len(kinds) >= 3
+            assert np.array_equal(kinds, json_kinds) and np.array_equal(values, json_values)
+            checked += 1
+    assert checked >= 6
+
+
+@pytest.mark.parametrize("kind", ["xgb", "attention"])
+def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path, kind):
     from transtune.costmodel.metaschedule import LearnedCostModel
     from transtune.library import open_library
     from transtune.tasks import Kernel
-    from transtune.tuning import tune_kernels
+    from transtune.tuning import GUIDED_SEARCH, tune_kernels
 
     if kind == "xgb":
         model = XGBCostModel(XGBConfig(n_estimators=20)).fit(data)
@@ -207,17 +244,52 @@ def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path, k
             not torch.equal(a, b) for a, b in zip(before, model.net.parameters(), strict=True)
         )
     guide = LearnedCostModel(model, data.hardware[0], update_steps=5)
-    a, b = te.placeholder((48, 48), name="A"), te.placeholder((48, 48), name="B")
-    r = te.reduce_axis((0, 48), name="k")
-    c = te.compute((48, 48), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    mod = ms.tune_context._normalize_mod(te.create_prim_func([a, b, c]))
-    kernel = Kernel("mm", "matmul", 1, 2 * 48**3, "", mod)
+    scored = []
+    predict = guide._inst.predict
+    guide._inst.predict = lambda context, candidates: (
+        scored.append(len(candidates)) or predict(context, candidates)
+    )
+    kernel = Kernel("mm", "matmul", 1, 2 * 48**3, "", matmul_48())
     with open_library(tmp_path / "lib.db") as lib:
         result = tune_kernels([kernel], lib, get_config("host"), "mm", trials=16,
-                              num_trials_per_iter=8, cost_model=guide)  # fmt: skip
+                              num_trials_per_iter=8, cost_model=guide,
+                              search=GUIDED_SEARCH)  # fmt: skip
         assert result.new_trials == 16 and lib.count_records() == 16
     assert len(guide.seen) == 16  # every measured candidate reached update()
     assert learned()  # and the model learned from them
+    # The search scored populations of GUIDED_SEARCH's size, not MetaSchedule's 512.
+    assert max(scored) <= GUIDED_SEARCH["population_size"] < 512
+
+
+def test_a_trained_model_picks_which_transferred_schedules_to_measure(data, tmp_path):
+    from transtune.costmodel.metaschedule import LearnedCostModel
+    from transtune.library import open_library, target_key
+    from transtune.transfer import postprocessors, replay, transfer_tune
+    from transtune.transfer.search import find_candidates
+    from transtune.tuning import tune
+
+    def mlp(width: int, name: str):
+        torch.manual_seed(0)
+        module = torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.ReLU()).eval()
+        return from_module(module, (torch.randn(16, 64),), name=name)
+
+    guide = LearnedCostModel(XGBCostModel(XGBConfig(n_estimators=20)).fit(data), data.hardware[0])
+    target = get_config("host").tvm_target()
+    with open_library(tmp_path / "lib.db") as lib:
+        for width in (32, 128):  # two donors of the new kernel's class
+            tune(mlp(width, f"donor{width}"), lib, "host", trials=8, num_trials_per_iter=8)
+        new = mlp(64, "new")
+        result = transfer_tune(new, lib, "host", cost_model=guide, measure_top=1)
+        (k,) = [k for k in result.kernels if k.kernel.kernel_class == "matmul+add+relu"]
+        assert k.tried == 2 and k.ranked_out == 1 and len(k.measured) == 1
+        assert k.best_secs < k.untuned_secs
+        # The one measured is the one the model scores higher on the new kernel.
+        pool = find_candidates(lib, k.kernel, "new", target_key(target))
+        postprocs = postprocessors(k.kernel.mod, target)
+        schedules = [replay(c.record.trace, k.kernel.mod, postprocs).schedule for c in pool]
+        scores = guide.score_schedules(k.kernel.mod, target, schedules)
+        assert list(k.measured) == [pool[int(np.argmax(scores))].workload_id]
+        assert scores.max() > scores.min()
 
 
 def synthetic_data(groups: int = 8, per_group: int = 24, seed: int = 0):

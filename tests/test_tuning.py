@@ -58,6 +58,22 @@ def test_tune_records_every_candidate_and_a_falling_curve(tmp_path):
         assert again.new_trials == 0 and again.stopped == "done"
 
 
+def test_the_kernel_with_the_largest_share_is_tuned_first(tmp_path):
+    torch = pytest.importorskip("torch")
+    from transtune.frontend import from_module
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(64, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 2)
+    ).eval()  # the first layer has 32x the second's work
+    model = from_module(module, (torch.randn(16, 64),), name="wide_mlp")
+    with open_library(tmp_path / "lib.db") as lib:
+        result = tune(model, lib, "host", trials=8, num_trials_per_iter=8)
+    shares = [s.kernel.weight * s.untuned_secs for s in result.kernels]
+    assert len(shares) == 2 and shares[1] > 3 * shares[0]  # extracted second, but biggest
+    assert [s.trials for s in result.kernels] == [0, 8]  # one batch: it went to the biggest
+
+
 def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
     url = f"sqlite:///{tmp_path}/lib.db"
     script = TINY + textwrap.dedent(

@@ -213,7 +213,7 @@ def _progress():
 def _cmd_tune(args: argparse.Namespace) -> None:
     from .frontend import load
     from .library import open_library
-    from .tuning import tune
+    from .tuning import GUIDED_SEARCH, tune
 
     with open_library(args.library) as lib, _progress() as progress:
         model = load(args.model, args.batch, args.size)
@@ -229,6 +229,7 @@ def _cmd_tune(args: argparse.Namespace) -> None:
             model, lib, args.target, trials=args.trials, per_kernel=args.per_kernel,
             time_budget=args.time, num_trials_per_iter=args.batch_size, seed=args.seed,
             on_update=update, runner=_runner(args), cost_model=_cost_model(args, model),
+            search=GUIDED_SEARCH if args.cost_model else None,
             device=_device(args).as_dict() if args.rpc else None,
         )  # fmt: skip
     table = Table(
@@ -256,16 +257,18 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
     from .library.database import LibraryDatabase
     from .targets import get_config
     from .transfer import transfer_tune
-    from .tuning import tune
+    from .tuning import GUIDED_SEARCH, tune
 
     config = get_config(args.target)
     target = config.tvm_target()
     with open_library(args.library) as lib:
         model = load(args.model, args.batch, args.size)
+        guide = _cost_model(args, model)
         with console.status(f"transfer-tuning {model.name}") as status:
             result = transfer_tune(
                 model, lib, config, donors=args.donors.split(",") if args.donors else None,
                 max_candidates=args.max_candidates, policy=args.policy, runner=_runner(args),
+                cost_model=guide if args.cost_model else None, measure_top=args.measure_top,
                 on_kernel=lambda k: status.update(f"{k.kernel.name}: {k.speedup:.1f}x"),
                 device=_device(args).as_dict() if args.rpc else None,
             )  # fmt: skip
@@ -289,7 +292,7 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
         if args.budget:
             tuned = tune(
                 model, lib, config, time_budget=args.budget, runner=_runner(args),
-                cost_model=_cost_model(args, model),
+                cost_model=guide, search=GUIDED_SEARCH if args.cost_model else None,
                 device=_device(args).as_dict() if args.rpc else None,
             )  # fmt: skip
             console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
@@ -490,7 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--donors", help="comma-separated donor models (default: whole library)")
     p.add_argument("--max-candidates", type=int, default=8, help="donor schedules per kernel")
     p.add_argument("--budget", type=float, help="then continue with MetaSchedule search, s")
-    p.add_argument("--cost-model", help="guide the continued search (--budget) with this model")
+    p.add_argument(
+        "--cost-model",
+        help="a trained cost model: measure only the best scored donor schedules per kernel "
+        "(--measure-top), and guide the continued search (--budget)",
+    )
+    p.add_argument("--measure-top", type=int, default=2, help="with --cost-model, see there")
     p.add_argument("--repeat", type=int, default=5, help="timed repeats end to end")
     p.add_argument(
         "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],

@@ -9,6 +9,10 @@ already holds: running again continues where the last run stopped.
 Candidates are measured by a synchronous local runner unless another runner is given (an RPC
 runner measures elsewhere, asynchronously): nothing is built while a batch is being timed.
 
+Kernels are handed to MetaSchedule's gradient task scheduler largest share of the estimated
+latency first (weight x best latency so far): its first round gives every kernel one batch in
+task order, so under a time budget the kernels that matter most are not left for last.
+
 The tuning curve (estimated end-to-end latency = sum over kernels of weight x best measured
 latency, against wall time and trials) is recorded after every measured batch. Kernels not
 measured yet count with their untuned latency, measured once at the start.
@@ -38,6 +42,13 @@ from .measure import (
 )
 from .targets import TargetConfig, get_config
 from .tasks import Kernel, extract_kernels
+
+GUIDED_SEARCH = {"population_size": 128}
+"""Evolutionary search options for a pre-trained cost model (``LearnedCostModel``): a quarter
+of MetaSchedule's population of 512. Scoring a candidate costs it about 1.5 ms (features and
+trace tokens), and the search scores its whole population five times a round, so the default
+population made a round of 16 measurements take twice as long as the measurements; a model
+that already ranks well needs less exploration per round (``benchmarks/guided.py``)."""
 
 
 @dataclass
@@ -257,6 +268,7 @@ def tune_kernels(
     num_trials_per_iter: int = 32,
     seed: int = 0,
     cost_model: str | ms.cost_model.CostModel = "xgb",
+    search: dict | None = None,
     on_update: Callable | None = None,
     builder=None,
     runner=None,
@@ -268,7 +280,8 @@ def tune_kernels(
     ``per_kernel``: cap per kernel (default: ``trials``); ``time_budget``: seconds for this
     session. At least one of ``trials`` and ``time_budget`` must be given. ``cost_model``: a
     MetaSchedule cost model name or object (e.g. a
-    :class:`~transtune.costmodel.metaschedule.LearnedCostModel`). ``device``: the measuring
+    :class:`~transtune.costmodel.metaschedule.LearnedCostModel`). ``search``: options of
+    MetaSchedule's evolutionary search (e.g. :data:`GUIDED_SEARCH`). ``device``: the measuring
     device's hardware descriptor (``HardwareDescriptor.as_dict()``), kept with the run.
     """
     if trials is None and time_budget is None:
@@ -280,7 +293,7 @@ def tune_kernels(
         run_id, "tune", name, key,
         {"trials": trials, "per_kernel": per_kernel, "seed": seed,
          "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__,
-         "device": device},
+         "search": search, "device": device},
     )  # fmt: skip
     listeners: list[Callable] = []  # told of each batch measured by our synchronous runner
     if runner is None:
@@ -304,6 +317,7 @@ def tune_kernels(
         per_kernel = per_kernel if per_kernel is not None else trials
         remaining = None if trials is None else max(0, trials - done_trials)
         todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
+        todo.sort(key=lambda i: -states[i].kernel.weight * states[i].best_secs)
         tuner = _Tuner(library, run_id, states, remaining, on_update)
         listeners.append(tuner.on_measured)
         result = TuneResult(name, config.name, run_id, states, tuner.curve)
@@ -318,16 +332,16 @@ def tune_kernels(
         for task_id, (i, rand_state) in enumerate(zip(todo, rand_states, strict=True)):
             k = states[i].kernel
             cap = big if per_kernel is None else per_kernel - states[i].trials
-            search = BudgetedSearch(
-                ms.search_strategy.SearchStrategy.create("evolutionary"), cap, tuner.should_stop,
-                functools.partial(tuner.set_task, task_id),
+            strategy = BudgetedSearch(
+                ms.search_strategy.SearchStrategy.create("evolutionary", **(search or {})), cap,
+                tuner.should_stop, functools.partial(tuner.set_task, task_id),
             )  # fmt: skip
             tasks.append(
                 ms.TuneContext(
                     mod=k.mod,
                     target=target,
                     space_generator="post-order-apply",
-                    search_strategy=search,
+                    search_strategy=strategy,
                     task_name=k.name,
                     rand_state=rand_state,
                     num_threads=config.num_threads,

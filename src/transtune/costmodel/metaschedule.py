@@ -56,6 +56,13 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         rows = [(s, t, 1.0, 0, *info) for s, t in self._features(context, candidates)]
         return np.asarray(self.model.predict(self._data(rows)), dtype="float64")
 
+    def score_schedules(self, mod, target, schedules: list) -> np.ndarray:
+        """Scores (higher: predicted faster) of ``schedules`` of the kernel ``mod`` on
+        ``target``, outside a search (e.g. to rank transferred schedules before measuring)."""
+        context = ms.TuneContext(mod=mod, target=target, num_threads=1)
+        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+        return self.predict(context, [ms.MeasureCandidate(s, args) for s in schedules])
+
     def update(self, context, candidates, results) -> None:
         info = self._info(context)
         task = self.tasks.setdefault(info[2], len(self.tasks))

@@ -51,6 +51,7 @@ class KernelTransfer:
     wrong: int = 0  # failed the numerics check
     fallback: int = 0  # candidates tuned for another target
     failed: int = 0  # failed to build or run
+    ranked_out: int = 0  # replayed, but not measured: the cost model ranked them lower
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0  # replay, build, check and measurement time of this kernel
     measured: dict[int, float | None] = field(default_factory=dict)  # donor workload -> s
@@ -66,8 +67,9 @@ class TransferResult:
     model: str
     config: str
     kernels: list[KernelTransfer]
-    search_seconds: float
+    search_seconds: float  # all of it, setup included
     target_key: str
+    setup_seconds: float = 0.0  # extraction, builder start, untuned runs (as before tune's clock)
 
     @property
     def untuned_latency(self) -> float:
@@ -154,6 +156,8 @@ def transfer_tune(
     donors: list[str] | None = None,
     max_candidates: int = 8,
     policy: str | Sequence[str] = DEFAULT_POLICY,
+    cost_model=None,
+    measure_top: int = 2,
     on_kernel: Callable[[KernelTransfer], None] | None = None,
     builder=None,
     runner=None,
@@ -164,7 +168,10 @@ def transfer_tune(
     ``donors``: only schedules of these models; ``policy``: a donor policy name (see
     :mod:`.policies`) or several, whose picks are measured together in one pass and recorded
     per policy in :attr:`KernelTransfer.chosen` (to compare policies on the same measurements).
-    ``device``: the measuring device's hardware descriptor (as a dict), kept with the run.
+    ``cost_model``: a :class:`~transtune.costmodel.metaschedule.LearnedCostModel` that ranks
+    each kernel's replayed candidates, of which only the ``measure_top`` best scored are built
+    and measured. ``device``: the measuring device's hardware descriptor (as a dict), kept
+    with the run.
     """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
@@ -175,6 +182,7 @@ def transfer_tune(
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
     kernels = extract_kernels(model.mod, target)
+    extracted = time.perf_counter() - start
     runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
     pools, wids = [], []
     for kernel in kernels:
@@ -190,10 +198,13 @@ def transfer_tune(
     run_id = f"transfer:{model.name}:{config.name}"
     library.start_run(run_id, "transfer", model.name, key, {
         "policy": names, "donors": donors, "max_candidates": max_candidates, "device": device,
+        "measure_top": measure_top if cost_model is not None else None,
     })  # fmt: skip
     results = []
+    measuring = time.perf_counter()
     with warm_builder(builder, config.num_threads) as builder:
         untuned = measure_untuned(kernels, target, builder, runner)
+        setup = extracted + time.perf_counter() - measuring
         for i, (kernel, wid, base) in enumerate(zip(kernels, wids, untuned, strict=True)):
             outcome = KernelTransfer(kernel, base, base)
             outcome.chosen = {name: [c.workload_id for c in p[i]] for name, p in picks.items()}
@@ -201,18 +212,19 @@ def transfer_tune(
             if union:
                 t0 = time.perf_counter()
                 _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
-                                 builder, runner, run_id)  # fmt: skip
+                                 builder, runner, run_id, cost_model, measure_top)  # fmt: skip
                 outcome.seconds = time.perf_counter() - t0
             results.append(outcome)
             if on_kernel is not None:
                 on_kernel(outcome)
     library.finish_run(run_id)
-    return TransferResult(model.name, config.name, results, time.perf_counter() - start, key)
+    return TransferResult(model.name, config.name, results, time.perf_counter() - start, key, setup)
 
 
 def _transfer_kernel(
-    kernel, wid, candidates, outcome, library, config, builder, runner, run_id
-) -> None:
+    kernel, wid, candidates, outcome, library, config, builder, runner, run_id, cost_model,
+    measure_top,
+) -> None:  # fmt: skip
     target = config.tvm_target()
     postprocs = postprocessors(kernel.mod, target)
     schedules, donors = [], []
@@ -230,6 +242,15 @@ def _transfer_kernel(
         donors.append(candidate)
     if not schedules:
         return
+    if cost_model is not None and len(schedules) > measure_top:
+        scores = cost_model.score_schedules(kernel.mod, target, schedules)
+        keep = set(np.argsort(-scores, kind="stable")[:measure_top].tolist())
+        for i, candidate in enumerate(donors):
+            if i not in keep:
+                outcome.ranked_out += 1
+                del outcome.measured[candidate.workload_id]
+        schedules = [s for i, s in enumerate(schedules) if i in keep]
+        donors = [c for i, c in enumerate(donors) if i in keep]
     check = _NumericsCheck(kernel.mod, target)
     measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
     best = None
