@@ -133,7 +133,6 @@ def transfer_one(model_name: str, policy: str) -> None:
     from transtune.transfer import transfer_tune
 
     config = get_config("host")
-    target = config.tvm_target()
     model = from_zoo(model_name)
     policies = list(POLICIES) if policy == "all" else [policy]
     path = RUNS / "heldout" / f"{model_name}-{policy}.db"
@@ -181,10 +180,10 @@ def transfer_one(model_name: str, policy: str) -> None:
         if policy != "all":
             untuned = benchmark(model, config, None, repeat=3, runtimes=("tvm",))
             transferred = benchmark(
-                model, config, LibraryDatabase(lib, target), REPEAT, label="tvm-transferred"
+                model, config, LibraryDatabase(lib, config), REPEAT, label="tvm-transferred"
             )
             tuned = benchmark(
-                model, config, LibraryDatabase(full, target, read=("tuned",)), REPEAT,
+                model, config, LibraryDatabase(full, config, read=("tuned",)), REPEAT,
                 runtimes=("tvm",), label="tvm-full",
             )  # fmt: skip
             data["end_to_end"] = {

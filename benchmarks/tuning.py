@@ -256,7 +256,7 @@ def tune_resnet18(per_kernel: int) -> None:
             per_kernel=per_kernel, num_trials_per_iter=TRIALS_PER_ITER, seed=SEED,
         )  # fmt: skip
         untuned = benchmark(model, config, repeat=3)
-        tuned = benchmark(model, config, LibraryDatabase(lib, config.tvm_target()), repeat=10)
+        tuned = benchmark(model, config, LibraryDatabase(lib, config), repeat=10)
         data = {
             "model": "resnet18",
             "config": config.name,

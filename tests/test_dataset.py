@@ -3,6 +3,7 @@ Parquet round trip (a stored sample rebuilds the very schedule that was measured
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 import tvm_ffi
@@ -11,6 +12,7 @@ from transtune.dataset import DatasetStore, collect, dataset_info, load_records
 from transtune.dataset.collect import DatasetKernel
 from transtune.dataset.info import export_json
 from transtune.dataset.sampling import design_spaces, kernel_seed, rebuild, sample
+from transtune.dataset.store import DatasetError
 from transtune.frontend import from_module
 from transtune.hardware import HardwareDescriptor, describe
 from transtune.measure import load_cpu_tensor_intrinsics
@@ -18,6 +20,7 @@ from transtune.targets import get_config
 from transtune.tasks import extract_kernels
 
 CONFIGS = ["host", "host-1core"]
+IDS = [get_config(c).name for c in CONFIGS]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,9 @@ def collected(kernels, tmp_path_factory):
 
 def test_descriptor_of_this_host():
     d = describe("host-avx2")
-    assert d.id.startswith("host-avx2@") and d.kind == "cpu" and d.isa == "avx2"
+    config = get_config("host-avx2")
+    assert d.id == config.name and d.config == "host-avx2" and d.fingerprint == config.fingerprint
+    assert d.kind == "cpu" and d.isa == "avx2"
     assert d.simd_bits == 256 and d.threads == get_config("host-avx2").num_threads
     assert d.l1d_kib > 0 and d.l3_kib >= d.l2_kib > 0
     assert d.measured_bandwidth_gbs > 0.1 and d.measured_peak_gflops > 0.1
@@ -53,12 +58,13 @@ def test_collect_measures_every_sample_on_every_configuration(collected, kernels
     assert stats.records == len(records) > 0 and not stats.interrupted
     by_target = records.group_by("target").aggregate([("sample", "count")]).to_pylist()
     counts = {row["target"]: row["sample_count"] for row in by_target}
-    assert set(counts) == set(CONFIGS) and len(set(counts.values())) == 1
+    assert set(counts) == set(IDS) and len(set(counts.values())) == 1
     ok = [r for r in records.to_pylist() if r["status"] == "ok"]
     assert ok and all(len(r["run_secs"]) == 3 and r["mean_secs"] > 0 for r in ok)
     info = dataset_info(out)
     assert info["kernels"] == len({r["workload"] for r in records.to_pylist()})
-    assert set(info["hardware"]) == set(CONFIGS) and info["median_cv"] is not None
+    assert set(info["hardware"]) == set(info["by_hardware"]) == set(IDS)
+    assert info["median_cv"] is not None
     assert info["models"] == ["mlp"]
     features = DatasetStore(out).read("features").to_pylist()
     assert features and all(len(f["values"]) == 164 * f["n_stores"] for f in features)
@@ -72,12 +78,43 @@ def test_resume_measures_only_what_is_missing(collected, kernels):
     assert more.records <= len(CONFIGS)  # only sample 3, on each configuration
     # A configuration added later that shares its build with one already there is timed on
     # the same build; the one already there is not recorded twice.
-    first = collect(str(out), kernels[:1], ["host-avx2"], per_kernel=3, seed=0)
-    added = collect(str(out), kernels[:1], ["host-avx2", "host-avx2-1core"], per_kernel=3)
+    first = collect(str(out), kernels[:1], ["host", "host-avx2"], per_kernel=3, seed=0)
+    added = collect(str(out), kernels[:1], ["host", "host-avx2", "host-avx2-1core"], per_kernel=3)
     assert added.records == first.records > 0
     records, _ = load_records(out)
     samples = {(r["workload"], r["target"], r["sample"]) for r in records.to_pylist()}
     assert len(samples) == len(records)  # nothing measured twice
+    # Every measured program has its features, the ones a larger --per-kernel added too.
+    features = DatasetStore(out).read("features", ["workload", "sample"]).to_pylist()
+    assert {(r["workload"], r["sample"]) for r in records.to_pylist()} == {
+        (f["workload"], f["sample"]) for f in features
+    }
+
+
+def test_resume_with_another_seed_or_sampling_target_is_refused(collected, kernels):
+    out, _ = collected
+    with pytest.raises(DatasetError, match="collected with sampling"):
+        collect(str(out), kernels[:1], CONFIGS, per_kernel=3, seed=1)
+    with pytest.raises(DatasetError, match="collected with sampling"):
+        collect(str(out), kernels[:1], ["host-avx2", *CONFIGS], per_kernel=3, seed=0)
+
+
+def test_a_hardware_id_of_another_cpu_is_refused(collected, kernels):
+    out, _ = collected
+    store = DatasetStore(out)
+    (part,) = store.files("hardware")
+    table = pq.read_table(part).to_pylist()
+    row = next(r for r in table if r["id"] == IDS[1])
+    descriptor = json.loads(row["descriptor"])
+    descriptor["fingerprint"] = {**descriptor["fingerprint"], "model_name": "Another CPU"}
+    other = store.write("hardware", [{**row, "descriptor": json.dumps(descriptor)}])
+    part.rename(part.with_suffix(".keep"))  # only the other CPU's row is visible now
+    try:
+        with pytest.raises(DatasetError, match=f"hardware id '{IDS[1]}' is another CPU"):
+            collect(str(out), kernels[:1], CONFIGS, per_kernel=3, seed=0)
+    finally:
+        other.unlink()
+        part.with_suffix(".keep").rename(part)
 
 
 def test_kernels_seen_again_in_another_model_record_it(collected, kernels, tmp_path):
@@ -93,12 +130,12 @@ def test_kernels_seen_again_in_another_model_record_it(collected, kernels, tmp_p
 
 def test_corrupt_files_and_rows_are_skipped_and_reported(collected, tmp_path):
     out, _ = collected
-    bad = out / "records" / "target=host" / "part-zzzz-bad.parquet"
+    bad = out / "records" / f"target={IDS[0]}" / "part-zzzz-bad.parquet"
     bad.write_bytes(b"PAR1 not really parquet")
     store = DatasetStore(out)
     row = {"workload": "w", "sample": 0, "space": 0, "decisions": "[]", "run_secs": [1.0],
            "mean_secs": -1.0, "status": "ok", "error": None, "collected": 0.0}  # fmt: skip
-    odd = store.write("records", [row, {**row, "status": "exploded", "mean_secs": 1.0}], "host")
+    odd = store.write("records", [row, {**row, "status": "exploded", "mean_secs": 1.0}], IDS[0])
     try:
         records, report = load_records(out)
         assert "skipped 1 unreadable files" in report.summary() and report.skipped_rows == 2
@@ -125,8 +162,8 @@ def test_export_to_metaschedule_json(collected, tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
     out, _ = collected
-    count = export_json(out, tmp_path / "ms", "host")
-    records, _ = load_records(out, target="host")
+    count = export_json(out, tmp_path / "ms", IDS[0])
+    records, _ = load_records(out, target=IDS[0])
     assert count == len(records)
     database = ms.database.JSONDatabase(work_dir=str(tmp_path / "ms"), allow_missing=False)
     assert len(database.get_all_tuning_records()) == count

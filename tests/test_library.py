@@ -176,7 +176,7 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
         a.start_run("tune:m1:host", "tune", "m1", target_key(host), {})
         a.add_curve_point("tune:m1:host", 1, 1.0, 3e-3)
         for secs in (3e-3, 1e-3, 2e-3):
-            a.add_record(wid, host, [[], []], [secs], run_id="tune:m1:host", target_name="host")
+            a.add_record(wid, host, [[], []], [secs], run_id="tune:m1:host")
         a.add_record(wid, host, [[], []], [])  # failed: never copied with top_k
         a.add_record(wid, host, [[], []], [5e-4], provenance="transferred", donor="x#w9")
         # b already holds the same workload from another model: the merge reuses it.

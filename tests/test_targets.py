@@ -18,8 +18,9 @@ def test_configurations_build_targets_in_dict_form():
     assert target.kind.name == "llvm"
     assert int(target.attrs["num-cores"]) == host_info().cores == host.num_threads
     assert configs["host-1core"].num_threads == 1
-    for config in configs.values():
-        assert "host" in config.description
+    for alias, config in configs.items():
+        assert config.alias == alias and get_config(config.name) == config
+        assert host_info().cpu_model in config.description
         assert missing_isa(config.target) == []
 
 

@@ -123,10 +123,10 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         records = lib.query(
             "SELECT provenance, donor, run_id FROM records WHERE provenance = 'transferred'"
         )
-        assert records == [("transferred", k.donor, "transfer:new_mlp:host")]
+        assert records == [("transferred", k.donor, f"transfer:new_mlp:{get_config('host').name}")]
         (run,) = lib.query("SELECT kind, model, finished FROM runs WHERE run_id LIKE 'transfer%'")
         assert run[:2] == ("transfer", "new_mlp") and run[2] is not None
-        compiled = compile_model(new, "host", LibraryDatabase(lib, get_config("host").tvm_target()))
+        compiled = compile_model(new, "host", LibraryDatabase(lib, get_config("host")))
         assert compiled.missing_records == []
         expected = new.torch_module(*new.torch_inputs()).detach().numpy()
         np.testing.assert_allclose(compiled.run(new.inputs)[0], expected, rtol=1e-4, atol=1e-5)

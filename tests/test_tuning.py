@@ -48,7 +48,7 @@ def test_tune_records_every_candidate_and_a_falling_curve(tmp_path):
         assert result.estimated_latency < result.untuned_latency / 2
         assert lib.curve(result.run_id) == result.curve
         # The tuned schedules compile into the model and keep its numerics.
-        database = LibraryDatabase(lib, get_config("host").tvm_target())
+        database = LibraryDatabase(lib, get_config("host"))
         compiled = compile_model(model, "host", database)
         assert compiled.missing_records == [] and compiled.applied_records
         expected = model.torch_module(*model.torch_inputs()).detach().numpy()

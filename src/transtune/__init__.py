@@ -38,7 +38,7 @@ _API = {
     "kernel_class": "tasks",
     "get_config": "targets",
     "host_configs": "targets",
-    "host_info": "targets",
+    "host_info": "machine",
     "TargetConfig": "targets",
     "compile_model": "compile",
     "CompiledModel": "compile",

@@ -39,16 +39,40 @@ def _cmd_models(args: argparse.Namespace) -> None:
 
 
 def _cmd_targets(args: argparse.Namespace) -> None:
-    from .targets import host_configs, host_info
+    from .machine import host_info
+    from .targets import host_configs
 
     host = host_info()
-    console.print(f"host: {host.cpu_model}, LLVM cpu {host.mcpu}, {host.cores} cores, {host.simd}")
-    table = Table(title="target configurations (all of this one host)")
-    for col in ("name", "TVM target", "threads", "description"):
+    if args.json:  # what `dataset migrate --cpu` and `library migrate --cpu` take
+        configs = {a: {"id": c.name, "target": c.target} for a, c in host_configs().items()}
+        print(json.dumps({"cpu": host.cpu(), "configs": configs}, indent=1))
+        return
+    console.print(
+        f"host: {host.cpu_model} ({host.vendor}, family {host.family} model {host.model} "
+        f"stepping {host.stepping}), LLVM cpu {host.mcpu}, {host.cores} cores, {host.simd}"
+    )
+    table = Table(title="target configurations of this host, by hardware id")
+    for col in ("hardware id", "alias", "TVM target", "threads", "description"):
         table.add_column(col)
     for c in host_configs().values():
-        table.add_row(c.name, json.dumps(c.target), str(c.num_threads), c.description)
+        table.add_row(c.name, c.alias, json.dumps(c.target), str(c.num_threads), c.description)
     console.print(table)
+
+
+def _cpu_arg(path: str | None) -> dict:
+    """The CPU data was measured on: this host, or a ``transtune targets --json`` file."""
+    from .machine import host_info
+
+    if path is None:
+        return host_info().cpu()
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise TranstuneError(f"--cpu {path}: {err}") from None
+    cpu = data.get("cpu", data) if isinstance(data, dict) else None
+    if not isinstance(cpu, dict) or not {"model_name", "host_mcpu"} <= set(cpu):
+        raise TranstuneError(f"--cpu {path}: not a `transtune targets --json` description")
+    return cpu
 
 
 def _cmd_kernels(args: argparse.Namespace) -> None:
@@ -90,7 +114,7 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     if args.database:
         database = _open_json_database(args.database)
     elif library is not None:
-        database = LibraryDatabase(library, config.tvm_target())
+        database = LibraryDatabase(library, config)
     try:
         result = benchmark(model, config, database, repeat=args.repeat)
     finally:
@@ -122,6 +146,14 @@ def _cmd_library(args: argparse.Namespace) -> None:
     from .library import open_library
     from .library.jsondb import export_json, import_json
 
+    if args.action == "migrate":
+        from .library.migrate import migrate_library
+
+        renamed = migrate_library(args.library, _cpu_arg(args.cpu))
+        console.print(
+            ", ".join(f"{old} -> {new}" for old, new in renamed.items()) or "already at schema 2"
+        )
+        return
     with open_library(args.library) as lib:
         if args.action == "info":
             info = lib.info()
@@ -156,10 +188,18 @@ def _cmd_library(args: argparse.Namespace) -> None:
 def _cmd_dataset(args: argparse.Namespace) -> None:
     from .dataset import collect, dataset_info, dataset_kernels
     from .dataset.info import export_json
+    from .targets import hardware_name
 
     if args.action == "info":
         for key, value in dataset_info(args.dir).items():
             console.print(f"{key}: {value}")
+    elif args.action == "migrate":
+        from .dataset.migrate import migrate_dataset
+
+        renamed = migrate_dataset(args.dir, _cpu_arg(args.cpu), redescribe=args.redescribe)
+        console.print(
+            ", ".join(f"{old} -> {new}" for old, new in renamed.items()) or "already at format 2"
+        )
     elif args.action == "prune":
         from .dataset.prune import prune
 
@@ -169,8 +209,9 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
             f"{summary['records']} records, in {args.out}"
         )
     elif args.action == "export":
-        count = export_json(args.dir, args.out, args.target or "host")
-        console.print(f"exported {count} records of {args.target or 'host'} to {args.out}")
+        target = hardware_name(args.target or "host")
+        count = export_json(args.dir, args.out, target)
+        console.print(f"exported {count} records of {target} to {args.out}")
     else:
         sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (None,)
         batches = tuple(int(b) for b in args.batch_sizes.split(","))
@@ -260,7 +301,6 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
     from .tuning import GUIDED_SEARCH, tune
 
     config = get_config(args.target)
-    target = config.tvm_target()
     with open_library(args.library) as lib:
         model = load(args.model, args.batch, args.size)
         guide = _cost_model(args, model)
@@ -298,11 +338,11 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
             console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
         timings = benchmark(model, config, None, repeat=3, runtimes=("tvm",)).timings
         bench = benchmark(
-            model, config, LibraryDatabase(lib, target), args.repeat, label="tvm-transferred"
+            model, config, LibraryDatabase(lib, config), args.repeat, label="tvm-transferred"
         )
         timings += bench.timings[:1]
         if result.fully_tuned(lib):
-            full = LibraryDatabase(lib, target, read=("tuned",))
+            full = LibraryDatabase(lib, config, read=("tuned",))
             timings += benchmark(model, config, full, args.repeat, runtimes=("tvm",)).timings
         timings += bench.timings[1:]
     table = Table(title=f"{model.name} end to end, {config.num_threads} threads")
@@ -320,15 +360,18 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     from .costmodel import load_cost_data as load_data
     from .dataset import ReadReport
     from .dataset import splits as sp
+    from .targets import hardware_name
 
     report = ReadReport()
-    data = load_data(args.data, args.targets.split(",") if args.targets else None, report)
+    targets = [hardware_name(t) for t in args.targets.split(",")] if args.targets else None
+    data = load_data(args.data, targets, report)
     if not len(data):
         raise TranstuneError(f"{args.data}: no usable records ({report.summary()})")
     if args.split == "by-model":
         train, test = sp.by_model(data.workload, data.models, args.hold_out.split(","))
     elif args.split == "by-hardware":
-        train, test = sp.by_hardware(data.target, args.hold_out.split(","))
+        held = [hardware_name(h) for h in args.hold_out.split(",")]
+        train, test = sp.by_hardware(data.target, held)
     elif args.split == "by-task":
         train, test = sp.by_task(data.workload, 0.2, args.seed)
     elif args.split == "within-task":
@@ -442,10 +485,18 @@ def _add_rpc_args(p: argparse.ArgumentParser) -> None:
 def _open_json_database(work_dir: str):
     from tvm.s_tir import meta_schedule as ms
 
+    from .library import plain
+    from .library.trust import trace_problem
+
     path = Path(work_dir)
     if not (path / "database_workload.json").is_file():
         raise TranstuneError(f"{work_dir} is not a MetaSchedule JSON database work dir")
-    return ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
+    database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
+    for i, record in enumerate(database.get_all_tuning_records()):
+        problem = trace_problem(plain(record.trace.as_json()))
+        if problem is not None:
+            raise TranstuneError(f"{work_dir}: tuning record {i + 1}: {problem}")
+    return database
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -460,9 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("models", help="list the model zoo").set_defaults(func=_cmd_models)
-    sub.add_parser("targets", help="list this host's target configurations").set_defaults(
-        func=_cmd_targets
-    )
+    p = sub.add_parser("targets", help="this host's CPU and target configurations")
+    p.add_argument("--json", action="store_true", help="as JSON (what migrate --cpu takes)")
+    p.set_defaults(func=_cmd_targets)
     p = sub.add_parser("kernels", help="extract and list the tuning kernels of a model")
     _add_model_args(p)
     p.set_defaults(func=_cmd_kernels)
@@ -508,17 +559,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_transfer)
 
     p = sub.add_parser("library", help="inspect, import into and export a schedule library")
-    p.add_argument("action", choices=["info", "ls", "import", "export", "merge"])
+    p.add_argument("action", choices=["info", "ls", "import", "export", "merge", "migrate"])
     p.add_argument(
         "path", nargs="?", help="MetaSchedule JSON work dir (import/export), library (merge)"
     )
     p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
     p.add_argument("--model", help="import: the model the records belong to")
     p.add_argument("--top-k", type=int, help="merge: only the best K records per workload")
+    p.add_argument(
+        "--cpu",
+        help="migrate: the CPU the records were measured on, as "
+        "`transtune targets --json` printed it there (default: this host)",
+    )
     p.set_defaults(func=_cmd_library)
 
     p = sub.add_parser("dataset", help="collect, inspect and export a measured-program dataset")
-    p.add_argument("action", choices=["collect", "info", "export", "prune"])
+    p.add_argument("action", choices=["collect", "info", "export", "prune", "migrate"])
     p.add_argument("dir", nargs="?", help="dataset directory (info, export, prune)")
     p.add_argument("--models", default="resnet18", help="collect: comma-separated zoo models")
     p.add_argument("--targets", default="host", help="collect: comma-separated configurations")
@@ -530,6 +586,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="export: the configuration to export (default host)")
     p.add_argument("--strategy", default="diversity", help="prune: strategy, or a+b")
     p.add_argument("--keep", type=float, default=0.5, help="prune: fraction of programs kept")
+    p.add_argument(
+        "--cpu",
+        help="migrate: the CPU the data was measured on, as "
+        "`transtune targets --json` printed it there (default: this host)",
+    )
+    p.add_argument(
+        "--redescribe",
+        action="store_true",
+        help="migrate: re-measure the descriptors (on that CPU only)",
+    )
     _add_rpc_args(p)
     p.set_defaults(func=_cmd_dataset)
 
@@ -569,8 +635,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("tune needs --trials or --time")
     if args.command == "library" and args.action in ("import", "export", "merge") and not args.path:
         parser.error(f"library {args.action} needs a path")
-    if args.command == "dataset" and (args.out is None) != (args.action == "info"):
-        parser.error("dataset collect, export and prune need --out; info takes the directory only")
+    if args.command == "dataset" and (args.out is None) != (args.action in ("info", "migrate")):
+        parser.error(
+            "dataset collect, export and prune need --out; info and migrate take the directory"
+        )
     if args.command == "dataset" and args.action != "collect" and not args.dir:
         parser.error(f"dataset {args.action} needs the dataset directory")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)

@@ -1,22 +1,21 @@
 """TVM targets for this host and named *target configurations* of it.
 
 A target configuration is one way of compiling for, and running on, a machine: the full ISA
-and all cores, or a restricted ISA level (``-mcpu``) or thread count on the same CPU. They are
-configurations of one host, not different hardware, and are named as such
+and all cores, or a restricted ISA level (``-mcpu``) or thread count on the same CPU. Each is
+named by its hardware id (:mod:`.machine`: ``epyc-znver4-2c``, ``epyc-znver4-1c-avx2``), under
+which everything measured with it is stored, and has an alias that means "this machine"
 (``host``, ``host-1core``, ``host-avx2``, ``host-avx2-1core``, ``host-sse4.2``,
-``host-sse4.2-1core``).
+``host-sse4.2-1core``). Either name selects it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from .errors import TargetError
+from .machine import HostInfo, fingerprint, hardware_id, host_info, norm_feature
 
 # LLVM feature names that are ISA extensions (what a CPU must execute), as opposed to tuning
 # flags such as "fast-gather" or "slow-3ops-lea". Compared with /proc/cpuinfo after
@@ -28,67 +27,19 @@ _ISA_PREFIXES = ("sse", "ssse", "avx", "amx", "fma", "f16c", "bmi", "sha", "aes"
 _ISA_LEVELS = {"avx2": "haswell", "sse4.2": "nehalem"}
 
 
-# LLVM names whose /proc/cpuinfo flag differs (after normalisation).
-_CPUINFO_ALIASES = {"sse3": "pni", "bmi": "bmi1", "sha": "shani"}
-
-
-def _norm(feature: str) -> str:
-    name = feature.lower().replace(".", "").replace("_", "").replace("-", "")
-    return _CPUINFO_ALIASES.get(name, name)
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    """What this machine is: CPU model, LLVM CPU name, ISA extensions and usable cores."""
-
-    cpu_model: str
-    mcpu: str
-    arch: str
-    cores: int
-    isa: frozenset[str] = field(repr=False)
-
-    @property
-    def simd(self) -> str:
-        for name, width in (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse42", 128)):
-            if name in self.isa:
-                return f"{name} ({width}-bit)"
-        return "scalar"
-
-
-@cache
-def host_info() -> HostInfo:
-    """Detect this host (cached)."""
-    from tvm.target import codegen
-
-    cpu_model, flags = platform.processor() or "unknown", ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and cpu_model in ("unknown", platform.machine()):
-                    cpu_model = value.strip()
-                elif key.strip() in ("flags", "Features") and not flags:
-                    flags = value
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return HostInfo(
-        cpu_model=cpu_model,
-        mcpu=str(codegen.llvm_get_system_cpu()),
-        arch=platform.machine(),
-        cores=cores or 1,
-        isa=frozenset(_norm(f) for f in flags.split()),
-    )
-
-
 @dataclass(frozen=True)
 class TargetConfig:
-    """A named way to compile for and run on a device: TVM target dict plus thread count."""
+    """A named way to compile for and run on a device: TVM target dict plus thread count.
+
+    ``name`` is the hardware id, ``alias`` the machine-relative name (``host-1core``), and
+    ``fingerprint`` what the id stands for (:func:`transtune.machine.fingerprint`)."""
 
     name: str
     target: dict[str, Any]
     num_threads: int
     description: str
+    alias: str = ""
+    fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def tvm_target(self):
         """The ``tvm.target.Target`` (dict form, as TVM 0.27 requires)."""
@@ -107,37 +58,50 @@ def make_target(spec: dict[str, Any] | str):
         raise TargetError(f"invalid target {spec!r}: {str(err).splitlines()[-1]}") from None
 
 
+def isa_levels() -> dict[str, str]:
+    """Restricted x86 ISA levels and the LLVM CPU each is built for (``avx2``: haswell)."""
+    return dict(_ISA_LEVELS)
+
+
+def hardware_name(name: str) -> str:
+    """The hardware id ``name`` stands for: an alias of this host (``host-1core``) resolves to
+    its id; anything else is taken as an id (of this machine or another)."""
+    config = host_configs().get(name)
+    return config.name if config else name
+
+
 def host_configs() -> dict[str, TargetConfig]:
-    """The named target configurations of this host."""
+    """The target configurations of this host, by alias."""
     host = host_info()
-    base = {"kind": "llvm", "mcpu": host.mcpu}
-    configs = [
-        TargetConfig(
-            "host",
-            {**base, "num-cores": host.cores},
-            host.cores,
-            f"this host ({host.cpu_model}), full ISA ({host.mcpu}), {host.cores} cores",
-        ),
-        TargetConfig(
-            "host-1core",
-            {**base, "num-cores": 1},
-            1,
-            f"this host, full ISA ({host.mcpu}), restricted to 1 thread",
-        ),
-    ]
+    variants = [("host", host.mcpu, None, host.cores), ("host-1core", host.mcpu, None, 1)]
     if host.arch in ("x86_64", "AMD64"):
         for level, mcpu in _ISA_LEVELS.items():
-            for cores, suffix in ((host.cores, ""), (1, "-1core")):
-                configs.append(
-                    TargetConfig(
-                        f"host-{level}{suffix}",
-                        {"kind": "llvm", "mcpu": mcpu, "num-cores": cores},
-                        cores,
-                        f"this host, code restricted to {level.upper()} (-mcpu={mcpu}), "
-                        + (f"{cores} cores" if cores > 1 else "1 thread"),
-                    )
-                )
-    return {c.name: c for c in configs}
+            variants += [(f"host-{level}", mcpu, level, host.cores),
+                         (f"host-{level}-1core", mcpu, level, 1)]  # fmt: skip
+    return {alias: _config(host, alias, mcpu, level, cores)
+            for alias, mcpu, level, cores in variants}  # fmt: skip
+
+
+def _config(host: HostInfo, alias: str, mcpu: str, level: str | None, cores: int) -> TargetConfig:
+    threads = "1 thread" if cores == 1 else f"{cores} cores"
+    isa = f"code restricted to {level.upper()} (-mcpu={mcpu})" if level else f"full ISA ({mcpu})"
+    spec = {"kind": "llvm", "mcpu": mcpu, "num-cores": cores}
+    hw_id, fp = hardware_for(host.cpu(), spec)
+    return TargetConfig(hw_id, spec, cores, f"{host.cpu_model}, {isa}, {threads}", alias, fp)
+
+
+def hardware_for(cpu: dict, spec: dict[str, Any]) -> tuple[str, dict]:
+    """(hardware id, fingerprint) of the CPU target ``spec`` run on the CPU ``cpu``
+    (:meth:`transtune.machine.HostInfo.cpu`): a restricted ISA level is named by the level
+    (``-avx2``), another LLVM CPU by its name, extra ``mattr`` features by themselves."""
+    mcpu = str(spec.get("mcpu") or cpu["host_mcpu"])
+    threads = int(spec.get("num-cores", 1))
+    level = next((lv for lv, name in _ISA_LEVELS.items() if name == mcpu), None)
+    fp = fingerprint(cpu, mcpu, threads)
+    if spec.get("mattr"):  # extra or removed features are part of what the code is
+        fp["mattr"] = [str(a) for a in spec["mattr"]]
+        level = (level or mcpu) + "".join(fp["mattr"])
+    return hardware_id(cpu, mcpu, threads, level), fp
 
 
 def get_config(name: str | None = None) -> TargetConfig:
@@ -147,6 +111,7 @@ def get_config(name: str | None = None) -> TargetConfig:
     Raises ``TargetError`` for an unknown name or a target this host cannot run.
     """
     configs = host_configs()
+    by_id = {c.name: c for c in configs.values()}
     name = name or "host"
     if name.lstrip().startswith("{"):
         try:
@@ -154,14 +119,25 @@ def get_config(name: str | None = None) -> TargetConfig:
         except json.JSONDecodeError as err:
             raise TargetError(f"target is neither a configuration name nor JSON: {err}") from None
         make_target(spec)
-        threads = int(spec.get("num-cores", host_info().cores))
-        config = TargetConfig(spec.get("mcpu", spec["kind"]), spec, threads, f"custom: {name}")
-    elif name in configs:
-        config = configs[name]
+        config = _custom(spec, name)
+    elif name in configs or name in by_id:
+        config = configs.get(name) or by_id[name]
     else:
-        raise TargetError(f"unknown target configuration {name!r}; known: {', '.join(configs)}")
+        known = ", ".join(f"{alias} ({c.name})" for alias, c in configs.items())
+        raise TargetError(f"unknown target configuration {name!r} on this host; known: {known}")
     check_runnable(config.target)
     return config
+
+
+def _custom(spec: dict[str, Any], text: str) -> TargetConfig:
+    """A configuration from a JSON target dict; a CPU target is named by its hardware id."""
+    host = host_info()
+    spec = {"num-cores": host.cores, **spec}
+    threads = int(spec["num-cores"])
+    if spec.get("kind") != "llvm":
+        return TargetConfig(spec["kind"], spec, threads, f"custom: {text}", spec["kind"])
+    hw_id, fp = hardware_for(host.cpu(), spec)
+    return TargetConfig(hw_id, spec, threads, f"custom: {text}", str(spec.get("mcpu", "")), fp)
 
 
 def missing_isa(spec: dict[str, Any]) -> list[str]:
@@ -172,10 +148,10 @@ def missing_isa(spec: dict[str, Any]) -> list[str]:
         return []
     host = host_info()
     target = make_target(spec)
-    wanted = {_norm(f) for f in codegen.llvm_get_cpu_features(target)}
+    wanted = {norm_feature(f) for f in codegen.llvm_get_cpu_features(target)}
     wanted = {f for f in wanted if f.startswith(_ISA_PREFIXES)}
     for attr in target.attrs.get("mattr", ()) or ():
-        name = _norm(str(attr).lstrip("+-"))
+        name = norm_feature(str(attr).lstrip("+-"))
         (wanted.discard if str(attr).startswith("-") else wanted.add)(name)
     return sorted(wanted - host.isa)
 

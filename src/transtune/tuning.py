@@ -288,7 +288,7 @@ def tune_kernels(
     if trials is None and time_budget is None:
         raise ValueError("give a trial budget, a time budget, or both")
     target = config.tvm_target()
-    key = target_key(target)
+    key = target_key(config)
     run_id = f"tune:{name}:{config.name}"
     library.start_run(
         run_id, "tune", name, key,
@@ -352,7 +352,7 @@ def tune_kernels(
         tuner.task_states = [states[i] for i in todo]
         if time_budget is not None:
             tuner.deadline = time.perf_counter() + time_budget
-        database = LibraryDatabase(library, target, "tuned", run_id, config.name)
+        database = LibraryDatabase(library, config, "tuned", run_id)
         callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
         model_cost = (
             ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)

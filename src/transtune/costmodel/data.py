@@ -120,11 +120,7 @@ def load_cost_data(
     }
     sp = store.read("spaces", report=report).to_pydict()
     spaces = {(w, i): t for w, i, t in zip(sp["workload"], sp["space"], sp["insts"], strict=True)}
-    hw = store.read("hardware", ["config", "descriptor"]).to_pydict()
-    hw_vec = {
-        c: HardwareDescriptor.from_dict(json.loads(d)).vector()
-        for c, d in zip(hw["config"], hw["descriptor"], strict=True)
-    }
+    hw_vec = {i: HardwareDescriptor.from_dict(d).vector() for i, d in store.hardware().items()}
     stores, lengths, keep, kinds, token_values = [], [], [], [], []
     parsed: dict[tuple[str, int], list] = {}  # a space's instructions, parsed once
     rows = records.to_pydict()

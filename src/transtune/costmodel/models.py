@@ -42,6 +42,10 @@ class _Base:
         return evaluate(self.predict(data, rows), data.latency[rows], data.group[rows])
 
     classes: list[str] = []  # kernel classes of the training data (the class ids' meaning)
+    trained_on: list[str] = []  # hardware ids of the records it was trained on
+
+    def _note_hardware(self, data: CostData, rows: np.ndarray) -> None:
+        self.trained_on = sorted(set(self.trained_on) | {str(t) for t in data.target[rows]})
 
     def _aligned(self, data: CostData) -> CostData:
         """``data`` with its class ids renumbered to mean this model's ``classes`` (a class the
@@ -54,7 +58,7 @@ class _Base:
 
     def _header(self) -> dict:
         return {"kind": self.kind, "format": FORMAT_VERSION, "config": asdict(self.config),
-                "classes": self.classes}  # fmt: skip
+                "classes": self.classes, "trained_on": self.trained_on}  # fmt: skip
 
 
 @dataclass
@@ -95,6 +99,7 @@ class XGBCostModel(_Base):
         rows = self._rows(data, index)
         rows = rows[np.argsort(data.group[rows], kind="stable")]  # ranking needs grouped rows
         self.classes = self.classes or list(data.classes)
+        self._note_hardware(data, rows)
         c = self.config
         params = {"objective": c.objective, "max_depth": c.max_depth, "eta": c.learning_rate,
                   "subsample": c.subsample, "seed": c.seed, "nthread": c.threads,
@@ -129,6 +134,7 @@ class XGBCostModel(_Base):
         model.booster = xgb.Booster()
         model.booster.load_model(bytearray(payload["booster"].encode()))
         model.classes = payload.get("classes", [])
+        model.trained_on = payload.get("trained_on", [])
         return model
 
 
@@ -168,6 +174,7 @@ class TorchCostModel(_Base):
 
         c = self.config
         self.classes = self.classes or list(data.classes)
+        self._note_hardware(data, self._rows(data, index))
         self.history = train(
             self.net, self._aligned(data), self._rows(data, index), c.loss, c.epochs,
             c.groups_per_batch, c.lr, c.weight_decay, c.seed, on_epoch,
@@ -195,6 +202,7 @@ class TorchCostModel(_Base):
         state = torch.load(io.BytesIO(bytes.fromhex(payload["state"])), weights_only=True)
         model.net.load_state_dict(state)
         model.classes = payload.get("classes", [])
+        model.trained_on = payload.get("trained_on", [])
         return model
 
 

@@ -6,7 +6,10 @@ schedules are sampled from the design space of the first target configuration
 (:mod:`.sampling`, deterministic seeds) and each is measured on every configuration. Configs
 that compile alike (same target apart from the core count, e.g. ``host`` and ``host-1core``)
 share one build, timed once per thread count. Every measurement is kept, failures with their
-status and reason. Rerunning skips what the directory holds.
+status and reason, in the partition of the hardware id it was measured on. Rerunning skips
+what the directory holds; resuming with another seed, evaluator or sampling target (which
+would pair one program's features with another's latencies) is refused, and so is measuring
+under a hardware id that the dataset holds for another CPU.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..measure import load_cpu_tensor_intrinsics, local_runner, measure_on, warm
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel
 from .sampling import design_spaces, kernel_seed, sample
-from .store import DatasetStore
+from .store import DatasetError, DatasetStore
 
 # Fixed evaluator for every dataset measurement: 1 warm-up, 3 repeats (all kept), each the
 # mean of enough runs to last >= 20 ms, no cache flush.
@@ -91,15 +94,18 @@ def collect(
     device is then described (and measured) through an RPC session."""
     load_cpu_tensor_intrinsics()
     cfgs = [get_config(c) for c in configs]
+    sampling = {"seed": seed, "target": cfgs[0].target}
     store = DatasetStore(
         out, create=True,
-        meta={"evaluator": _evaluator_json(), "seed": seed, "created": time.time()},
+        meta={"evaluator": _evaluator_json(), "sampling": sampling, "created": time.time()},
     )  # fmt: skip
-    _describe_new(store, cfgs, rpc, key)
+    _check_resume(store, sampling)
+    part = _describe_new(store, cfgs, rpc, key)
     done = _done(store)
     have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
     _write_occurrences(store, kernels)
-    have_features = set(store.read("features", ["workload"])["workload"].to_pylist())
+    feats = store.read("features", ["workload", "sample"]).to_pydict()
+    have_features = set(zip(feats["workload"], feats["sample"], strict=True))
     groups: dict[str, list[TargetConfig]] = {}
     for c in cfgs:
         groups.setdefault(_build_key(c), []).append(c)
@@ -119,8 +125,9 @@ def collect(
                     break
                 k = dk.kernel
                 missing = {
-                    c.name: per_kernel - len(done.get((k.workload_hash, c.name), ())) for c in cfgs
-                }
+                    c.name: per_kernel - len(done.get((k.workload_hash, part[c.name]), ()))
+                    for c in cfgs
+                }  # fmt: skip
                 if max(missing.values()) <= 0:
                     stats.kernels_skipped += 1
                     continue
@@ -135,13 +142,14 @@ def collect(
                     k.mod, spaces, postprocs, per_kernel, kernel_seed(k.workload_hash, seed)
                 )
                 for group in groups.values():
-                    have = {c.name: done.get((k.workload_hash, c.name), set()) for c in group}
+                    have = {c.name: done.get((k.workload_hash, part[c.name]), set()) for c in group}
                     todo = [s for s in samples if any(s.index not in h for h in have.values())]
                     if todo:
-                        _measure_group(store, k, todo, group, builder, runners, stats, have)
-                if k.workload_hash not in have_features:
-                    _write_features(store, k, samples, cfgs[0])
-                    have_features.add(k.workload_hash)
+                        _measure_group(store, k, todo, group, builder, runners, stats, have, part)
+                unfeatured = [s for s in samples if (k.workload_hash, s.index) not in have_features]
+                if unfeatured:
+                    _write_features(store, k, unfeatured, cfgs[0])
+                    have_features.update((k.workload_hash, s.index) for s in unfeatured)
                 stats.kernels_done += 1
                 stats.seconds = time.perf_counter() - start
                 if on_kernel is not None:
@@ -154,7 +162,7 @@ def collect(
     return stats
 
 
-def _measure_group(store, kernel, todo, group, builder, runners, stats, have) -> None:
+def _measure_group(store, kernel, todo, group, builder, runners, stats, have, part) -> None:
     """Build ``todo`` once for the group's configurations, time each on those that lack it."""
     target = group[0].tvm_target()
     needed = [c for c in group if any(s.index not in have[c.name] for s in todo)]
@@ -175,7 +183,7 @@ def _measure_group(store, kernel, todo, group, builder, runners, stats, have) ->
             })  # fmt: skip
             stats.records += 1
             stats.failures += m.status != "ok"
-        store.write("records", rows, config.name)
+        store.write("records", rows, part[config.name])
 
 
 def _write_workload(store: DatasetStore, dk: DatasetKernel, spaces: list[str]) -> None:
@@ -231,22 +239,40 @@ def _runner(config: TargetConfig, rpc: str | None, key: str | None):
     return rpc_runner(rpc, key, EVALUATOR, num_threads=config.num_threads)
 
 
+def _check_resume(store: DatasetStore, sampling: dict) -> None:
+    """Refuse to add to a dataset sampled or measured otherwise than this run would."""
+    for name, now in (("evaluator", _evaluator_json()), ("sampling", sampling)):
+        then = store.meta.get(name)
+        if then is not None and then != now:
+            raise DatasetError(
+                f"{store.path} was collected with {name} {json.dumps(then)}; this run uses "
+                f"{json.dumps(now)} (give the same seed and first --targets entry, or another "
+                "--out)"
+            )
+
+
 def _describe_new(
     store: DatasetStore, cfgs: list[TargetConfig], rpc: str | None, key: str | None
-) -> None:
-    known = set(store.read("hardware", ["config"])["config"].to_pylist())
-    rows = []
+) -> dict[str, str]:
+    """Describe the configurations the dataset lacks; returns {config name: partition id}.
+    An RPC device is described every time: which CPU it is decides its id."""
+    part, rows = {}, []
     for c in cfgs:
-        if c.name not in known:
-            if rpc is None:
-                d = describe(c)
-            else:
-                from ..rpc import connect
+        if rpc is None and store.check_hardware(c.name, c.fingerprint):
+            part[c.name] = c.name
+            continue
+        if rpc is None:
+            d = describe(c)
+        else:
+            from ..rpc import connect
 
-                d = describe(c, connect(rpc, key), machine=f"{key}@{rpc}")
-            rows.append({"id": d.id, "config": c.name, "target": json.dumps(c.target),
+            d = describe(c, connect(rpc, key), machine=f"{key}@{rpc}")
+        part[c.name] = d.id
+        if not store.check_hardware(d.id, d.fingerprint) and d.id not in {r["id"] for r in rows}:
+            rows.append({"id": d.id, "config": c.alias or c.name, "target": json.dumps(c.target),
                          "descriptor": json.dumps(d.as_dict())})  # fmt: skip
     store.write("hardware", rows)
+    return part
 
 
 def _build_key(config: TargetConfig) -> str:

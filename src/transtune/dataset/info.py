@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .store import DatasetStore, ReadReport
+from .store import DatasetError, DatasetStore, ReadReport
 
 
 def load_records(
@@ -27,12 +27,15 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     report = ReadReport()
     records = store.read("records", ["workload", "run_secs", "status", "collected"], report=report)
     workloads = store.read("workloads", ["workload", "kernel_class"], report=report)
-    hardware = store.read("hardware", ["id", "config", "descriptor"], report=report)
+    hardware = store.hardware()
     ok = records.filter(pc.equal(records["status"], "ok"))
     per_target = {}
     for target in store.targets():
         rows = records.filter(pc.equal(records["target"], target))
+        d = hardware.get(target, {})
         per_target[target] = {
+            "cpu": f"{d.get('device', '?')} ({d.get('fingerprint', {}).get('host_mcpu', '?')})",
+            "as": d.get("config"),
             "records": len(rows),
             "ok": int(pc.sum(pc.equal(rows["status"], "ok")).as_py() or 0),
             "kernels": len(pc.unique(rows["workload"])),
@@ -42,6 +45,7 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     return {
         "path": str(path),
         "evaluator": store.meta.get("evaluator"),
+        "sampling": store.meta.get("sampling"),
         "records": len(records),
         "ok_records": len(ok),
         "by_status": {
@@ -50,13 +54,9 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
         "kernels": len(pc.unique(records["workload"])) if len(records) else 0,
         "classes": len(pc.unique(workloads["kernel_class"])) if len(workloads) else 0,
         "models": models,
-        "targets": per_target,
-        "hardware": {
-            c: json.loads(d)
-            for c, d in zip(
-                hardware["config"].to_pylist(), hardware["descriptor"].to_pylist(), strict=True
-            )
-        },  # fmt: skip
+        "by_hardware": per_target,
+        "cpus": sorted({d.get("fingerprint", {}).get("host_mcpu", "?") for d in hardware.values()}),
+        "hardware": hardware,
         "median_cv": _median_cv(ok["run_secs"]),
         "records_per_minute": _per_minute(*_sessions(records["collected"].to_pylist())),
         "bytes_on_disk": size,
@@ -113,8 +113,11 @@ def export_json(
     mods = dict(zip(workloads["workload"], workloads["mod"], strict=True))
     spaces = store.read("spaces").to_pydict()
     insts = {(w, s): i for w, s, i in zip(*spaces.values(), strict=True)}
-    hardware = store.read("hardware", ["config", "target"]).to_pydict()
-    tvm_target = make_target(json.loads(dict(zip(*hardware.values(), strict=True))[target]))
+    hardware = store.read("hardware", ["id", "target"]).to_pydict()
+    targets = dict(zip(hardware["id"], hardware["target"], strict=True))
+    if target not in targets:
+        raise DatasetError(f"{path} has no hardware id {target!r}; it has {', '.join(targets)}")
+    tvm_target = make_target(json.loads(targets[target]))
     columns = ["workload", "space", "decisions", "run_secs", "status"]
     records = store.read("records", columns, target).select(columns)
     if limit is not None:

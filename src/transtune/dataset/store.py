@@ -2,12 +2,13 @@
 
 ::
 
-    DIR/dataset.json                      format version, evaluator, TVM version
-    DIR/hardware/part-*.parquet           one row per target configuration (descriptor)
+    DIR/dataset.json                      format version, evaluator, seed, sampling target
+    DIR/hardware/part-*.parquet           one row per hardware id (descriptor, fingerprint)
     DIR/workloads/part-*.parquet          one row per kernel: class, FLOPs, IRModule, models
     DIR/occurrences/part-*.parquet        (kernel, model tag, weight) seen by later collections
     DIR/spaces/part-*.parquet             design-space instructions, once per (kernel, space)
-    DIR/records/target=NAME/part-*.parquet  one row per measured schedule: its decisions only
+    DIR/records/target=ID/part-*.parquet  one row per measured schedule: its decisions only
+                                          (ID: the hardware id, ``epyc-znver4-2c``)
     DIR/features/part-*.parquet           per-store program features (regenerable)
 
 Every part file is written to a temporary name and renamed, so a killed collection leaves only
@@ -30,7 +31,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TranstuneError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: partitions and descriptors keyed by hardware id, with fingerprints
 STATUSES = ("ok", "build_error", "run_error", "timeout", "rejected")
 
 SCHEMAS = {
@@ -95,6 +96,11 @@ class DatasetStore:
             self.path.mkdir(parents=True, exist_ok=True)
             _atomic_write_text(manifest, json.dumps({"format": FORMAT_VERSION, **(meta or {})}))
         self.meta = json.loads(manifest.read_text())
+        if self.meta.get("format") == 1:
+            raise DatasetError(
+                f"{self.path}: dataset format 1 (configurations named by alias); run "
+                f"`transtune dataset migrate {self.path}` once"
+            )
         if self.meta.get("format") != FORMAT_VERSION:
             raise DatasetError(
                 f"{self.path}: dataset format {self.meta.get('format')}, this transtune reads "
@@ -162,6 +168,32 @@ class DatasetStore:
                       for c in names]  # fmt: skip
             return pa.schema(fields).empty_table()
         return pa.concat_tables(pieces)
+
+    def hardware(self) -> dict[str, dict]:
+        """Descriptors (as dicts) by hardware id."""
+        table = self.read("hardware", ["id", "descriptor"]).to_pydict()
+        return {i: json.loads(d) for i, d in zip(table["id"], table["descriptor"], strict=True)}
+
+    def check_hardware(self, hw_id: str, fingerprint: dict) -> bool:
+        """Whether ``hw_id`` is described here already; a ``DatasetError`` if it is, with a
+        different fingerprint (another CPU filed under that id)."""
+        stored = self.hardware().get(hw_id)
+        if stored is None:
+            return False
+        if stored.get("fingerprint") != fingerprint:
+            from ..machine import fingerprint_difference
+
+            diff = fingerprint_difference(stored.get("fingerprint") or {}, fingerprint)
+            raise DatasetError(
+                f"{self.path}: hardware id {hw_id!r} is another CPU in this dataset ({diff}); "
+                "refusing to mix their records"
+            )
+        return True
+
+    def update_meta(self, **values) -> None:
+        """Add ``values`` to ``dataset.json`` (atomically)."""
+        self.meta.update(values)
+        _atomic_write_text(self.path / "dataset.json", json.dumps(self.meta))
 
     def occurrences(self) -> dict[str, dict[str, int]]:
         """Model tags (``"resnet18@b4"``) each kernel occurs in, with its weight there: those

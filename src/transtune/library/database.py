@@ -1,4 +1,6 @@
-"""MetaSchedule ``PyDatabase`` over a schedule library, bound to one target.
+"""MetaSchedule ``PyDatabase`` over a schedule library, bound to one target (a
+:class:`~transtune.targets.TargetConfig`, so one hardware id; or a bare TVM target, which
+matches records of unknown hardware only).
 
 MetaSchedule tunes straight into it (every measured candidate is committed, failures with
 ``1e10`` s) and compilation reads from it. Unlike TVM's ``JSONDatabase``, queries only see
@@ -11,6 +13,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from .store import Library, target_key
+from .trust import trace_problem
 
 
 @derived_object
@@ -26,15 +29,14 @@ class LibraryDatabase(ms.database.PyDatabase):
         target,
         provenance: str = "tuned",
         run_id: str | None = None,
-        target_name: str | None = None,
         read: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
         self.library = library
+        self.target = target
         self.target_key = target_key(target)
         self.provenance = provenance
         self.run_id = run_id
-        self.target_name = target_name
         self.read = read
         self.committed = 0
 
@@ -50,13 +52,12 @@ class LibraryDatabase(ms.database.PyDatabase):
         workload_id = self.library.add_workload(record.workload.mod)
         self.library.add_record(
             workload_id,
-            self.target_key,
+            self.target,
             trace,
             list(run_secs) if run_secs is not None else [],
             args_info,
             provenance=self.provenance,
             run_id=self.run_id,
-            target_name=self.target_name,
         )
         self.committed += 1
 
@@ -64,15 +65,19 @@ class LibraryDatabase(ms.database.PyDatabase):
         workload_id = self.library.find_workload(workload.mod)
         if workload_id is None:
             return []
+        # A few more than asked, so that unsafe traces skipped leave ``top_k`` (they are rare).
         records = self.library.records(
-            workload_id, self.target_key, top_k, ok_only=True, provenance=self.read
+            workload_id, self.target_key, top_k + 8, ok_only=True, provenance=self.read
         )
-        return [ms.database.TuningRecord.from_json(r.as_json(), workload) for r in records]
+        safe = [r for r in records if trace_problem(r.trace) is None][:top_k]
+        return [ms.database.TuningRecord.from_json(r.as_json(), workload) for r in safe]
 
     def get_all_tuning_records(self) -> list:
         workloads: dict[int, object] = {}
         out = []
         for r in self.library.records(target=self.target_key, provenance=self.read):
+            if trace_problem(r.trace) is not None:
+                continue
             if r.workload_id not in workloads:
                 workloads[r.workload_id] = ms.database.Workload(
                     self.library.workload_mod(r.workload_id)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TranstuneError, error_line
-from .store import Library, target_key
+from .store import Library, plain, target_key
+from .trust import check_trace
 
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
@@ -70,6 +71,7 @@ def import_json(
             trace, run_secs, target, args_info = record.as_json()
             if target is None:
                 raise ValueError("record has no target")
+            check_trace(plain(trace))
             library.add_record(
                 workload_id,
                 target_key(record.target),
@@ -107,7 +109,7 @@ def export_json(library: Library, work_dir: str | Path, target=None) -> int:
                 library.workload_mod(record.workload_id)
             )
         trace = record.as_json()
-        trace[2] = make_target(json.loads(record.target_key)).export()
+        trace[2] = make_target(record.target).export()
         database.commit_tuning_record(
             ms.database.TuningRecord.from_json(trace, workloads[record.workload_id])
         )

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import TranstuneError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: targets keyed by hardware id, with the fingerprint behind it
 PROVENANCES = ("tuned", "transferred", "sampled", "imported")
 FAILED_SECONDS = 1e10  # MetaSchedule's run time for a candidate that failed to build or run
 
@@ -50,8 +50,9 @@ CREATE TABLE IF NOT EXISTS workload_models (
 );
 CREATE TABLE IF NOT EXISTS targets (
     id INTEGER PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,        -- canonical JSON of the target
-    name TEXT                        -- target configuration name, when known
+    key TEXT NOT NULL UNIQUE,        -- canonical JSON of the target and its "hardware" id
+    name TEXT,                       -- the hardware id, when known
+    fingerprint TEXT                 -- JSON: what the hardware id stands for
 );
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY,
@@ -110,9 +111,21 @@ class Record:
     def ok(self) -> bool:
         return self.mean_secs < FAILED_SECONDS
 
+    @property
+    def hardware(self) -> str | None:
+        """The hardware id the record was measured on (None: unknown, e.g. imported)."""
+        return json.loads(self.target_key).get("hardware")
+
+    @property
+    def target(self) -> dict:
+        """The TVM target dict (the key without its hardware id)."""
+        spec = json.loads(self.target_key)
+        spec.pop("hardware", None)
+        return spec
+
     def as_json(self) -> list:
         """MetaSchedule's ``TuningRecord.as_json()`` form: [trace, run_secs, target, args]."""
-        return [self.trace, self.run_secs, json.loads(self.target_key), self.args_info]
+        return [self.trace, self.run_secs, self.target, self.args_info]
 
 
 def parse_url(url: str | Path) -> tuple[str, str]:
@@ -146,10 +159,22 @@ def plain(obj: Any) -> Any:
 
 
 def target_key(target: Any) -> str:
-    """Canonical JSON of a TVM target (its ``export()``, without the host), the record key."""
+    """The record key: canonical JSON of a TVM target (its ``export()``, without the host)
+    and, for a :class:`~transtune.targets.TargetConfig`, its ``"hardware"`` id, so that two
+    CPUs never share records even where their code is built alike (``-mcpu=haswell``)."""
+    hardware = None
+    if hasattr(target, "tvm_target"):  # a TargetConfig
+        hardware, target = target.name, target.tvm_target()
     spec = plain(target.export() if hasattr(target, "export") else target)
     spec.pop("host", None)
+    if hardware:
+        spec["hardware"] = hardware
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+def _fingerprint(target: Any) -> str | None:
+    fp = getattr(target, "fingerprint", None)
+    return json.dumps(fp, sort_keys=True, separators=(",", ":")) if fp else None
 
 
 def _tvm_version() -> str:
@@ -235,14 +260,8 @@ class Library:
     close with :meth:`close`."""
 
     def __init__(self, url: str | Path, busy_timeout: float = 60.0) -> None:
-        kind, where = parse_url(url)
-        self.url = str(url)
-        self.path = where  # the file (SQLite) or the connection URL (PostgreSQL)
-        try:
-            self._backend = (_SQLite if kind == "sqlite" else _Postgres)(where, busy_timeout)
-        except sqlite3.DatabaseError as err:
-            raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
-        self._conn = self._backend.conn
+        self._connect(url, busy_timeout)
+        where = self.path
         try:
             with self.transaction() as cur:
                 for statement in _SCHEMA.split(";"):
@@ -255,6 +274,11 @@ class Library:
                         "INSERT INTO meta VALUES ('tvm_version', ?), ('created', ?)",
                         (_tvm_version(), str(time.time())),
                     )
+                elif row[0] == 1:
+                    raise LibraryError(
+                        f"{where}: library schema version 1 (targets without hardware ids); "
+                        f"run `transtune library migrate --library {url}` once"
+                    )
                 elif row[0] != SCHEMA_VERSION:
                     raise LibraryError(
                         f"{where}: library schema version {row[0]}, this transtune reads "
@@ -262,8 +286,19 @@ class Library:
                     )
         except self._backend.errors as err:
             raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
+
+    def _connect(self, url: str | Path, busy_timeout: float) -> None:
+        """Open the backend, without looking at the schema (:mod:`.migrate` starts here)."""
+        kind, where = parse_url(url)
+        self.url = str(url)
+        self.path = where  # the file (SQLite) or the connection URL (PostgreSQL)
+        try:
+            self._backend = (_SQLite if kind == "sqlite" else _Postgres)(where, busy_timeout)
+        except sqlite3.DatabaseError as err:
+            raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
+        self._conn = self._backend.conn
         self._workloads: dict[str, list[tuple[int, Any]]] = {}  # shash -> [(id, IRModule)]
-        self._targets: dict[str, int] = {}
+        self._targets: dict[str, tuple[int, str | None]] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -374,17 +409,29 @@ class Library:
 
     # -- records -----------------------------------------------------------------------------
 
-    def _target_id(self, key: str, name: str | None = None) -> int:
+    def _target_id(self, key: str, name: str | None = None, fingerprint: str | None = None) -> int:
+        """The id of target ``key``, added if new. A key whose hardware id is stored with
+        another ``fingerprint`` is refused: that id means another CPU in this library."""
         if key not in self._targets:
             with self.transaction() as cur:
-                cur.execute("INSERT OR IGNORE INTO targets (key, name) VALUES (?, ?)", (key, name))
-                if name:
+                cur.execute(
+                    "INSERT OR IGNORE INTO targets (key, name, fingerprint) VALUES (?, ?, ?)",
+                    (key, name, fingerprint),
+                )
+                if name or fingerprint:
                     cur.execute(
-                        "UPDATE targets SET name = COALESCE(name, ?) WHERE key = ?", (name, key)
+                        "UPDATE targets SET name = COALESCE(name, ?), "
+                        "fingerprint = COALESCE(fingerprint, ?) WHERE key = ?",
+                        (name, fingerprint, key),
                     )
-                (tid,) = cur.execute("SELECT id FROM targets WHERE key = ?", (key,)).fetchone()
-            self._targets[key] = tid
-        return self._targets[key]
+                tid, stored = cur.execute(
+                    "SELECT id, fingerprint FROM targets WHERE key = ?", (key,)
+                ).fetchone()
+            self._targets[key] = (tid, stored)
+        tid, stored = self._targets[key]
+        if fingerprint and stored and json.loads(stored) != json.loads(fingerprint):
+            raise LibraryError(_mixed(self.path, key, stored, fingerprint))
+        return tid
 
     def add_record(
         self,
@@ -396,13 +443,12 @@ class Library:
         provenance: str = "tuned",
         run_id: str | None = None,
         donor: str | None = None,
-        target_name: str | None = None,
     ) -> int:
         """Store one measurement (a failed one has ``run_secs`` of ``[1e10]``); returns its id."""
         if provenance not in PROVENANCES:
             raise ValueError(f"provenance must be one of {PROVENANCES}")
         key = target if isinstance(target, str) else target_key(target)
-        tid = self._target_id(key, target_name)
+        tid = self._target_id(key, json.loads(key).get("hardware"), _fingerprint(target))
         secs = [float(s) for s in run_secs] or [FAILED_SECONDS]
         mean = math.fsum(secs) / len(secs)
         with self.transaction() as cur:
@@ -483,7 +529,7 @@ class Library:
             ids[wid] = self.add_workload(_decode_mod(blob), kernel_class, flops)
         rank = "ROW_NUMBER() OVER (PARTITION BY r.workload_id, t.id ORDER BY r.mean_secs, r.id)"
         rows = other.query(
-            f"SELECT * FROM (SELECT r.workload_id, t.key, t.name, r.trace, r.args_info, "
+            f"SELECT * FROM (SELECT r.id, r.workload_id, t.key, t.name, r.trace, r.args_info, "
             f"r.run_secs, r.mean_secs, r.provenance, r.donor, r.run_id, r.tvm_version, "
             f"r.created, {rank} AS n FROM records r JOIN targets t ON t.id = r.target_id"
             + (
@@ -492,7 +538,14 @@ class Library:
                 else ") AS ranked"
             )
         )
-        targets = {key: self._target_id(key, name) for _, key, name, *_ in rows}
+        from .trust import trace_problem
+
+        for rid, _, _, _, trace, *_ in rows:
+            problem = trace_problem(json.loads(trace))
+            if problem is not None:
+                raise LibraryError(f"{other.path}: record {rid}: {problem}; nothing merged")
+        prints = dict(other.query("SELECT key, fingerprint FROM targets"))
+        targets = {key: self._target_id(key, name, prints.get(key)) for _, _, key, name, *_ in rows}
         with self.transaction() as cur:
             cur.executemany(
                 "INSERT OR REPLACE INTO workload_models VALUES (?, ?, ?, ?)",
@@ -512,7 +565,7 @@ class Library:
                 "INSERT INTO records (workload_id, target_id, trace, args_info, run_secs, "
                 "mean_secs, provenance, donor, run_id, tvm_version, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(ids[w], targets[key], *rest[:-1]) for w, key, _name, *rest in rows],
+                [(ids[w], targets[key], *rest[:-1]) for _, w, key, _name, *rest in rows],
             )
         return len(ids), len(rows)
 
@@ -601,6 +654,17 @@ def _record_filter(
         clauses.append(f"r.provenance IN ({', '.join('?' * len(provenance))})")
         params.extend(provenance)
     return " WHERE " + " AND ".join(clauses), tuple(params)
+
+
+def _mixed(where: str, key: str, stored: str, current: str) -> str:
+    from ..machine import fingerprint_difference
+
+    hw = json.loads(key).get("hardware")
+    diff = fingerprint_difference(json.loads(stored), json.loads(current))
+    return (
+        f"{where}: hardware id {hw!r} is another CPU in this library ({diff}); "
+        "refusing to mix their records"
+    )
 
 
 def _decode_mod(blob: bytes):

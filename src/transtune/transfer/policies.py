@@ -15,7 +15,6 @@ promising first. The paper picked donor models by hand; these pick without a hum
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -40,8 +39,9 @@ class Candidate:
 
     @property
     def donor(self) -> str:
-        spec = json.loads(self.record.target_key) if self.fallback else {}
-        where = f"@{spec.get('mcpu', spec.get('kind'))}" if self.fallback else ""
+        spec = self.record.target
+        where = f"@{self.record.hardware or spec.get('mcpu', spec.get('kind'))}"
+        where = where if self.fallback else ""
         return f"{','.join(self.models) or '?'}#w{self.workload_id}{where}"
 
     @property

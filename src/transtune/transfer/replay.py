@@ -16,6 +16,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 from ..errors import error_line
+from ..library.trust import trace_problem
 
 _TILE = "SamplePerfectTile"
 
@@ -63,7 +64,11 @@ def postprocessors(mod, target) -> list:
 def replay(trace_json: Any, mod, postprocs: list, sch: Schedule | None = None) -> Replay:
     """Apply ``trace_json`` (a MetaSchedule record's trace) to ``mod`` (or to ``sch``, a fresh
     schedule of it, e.g. with its own random seed) and post-process it. Sampling instructions
-    without a decision draw one."""
+    without a decision draw one. A trace outside :mod:`~transtune.library.trust`'s allowlist
+    is not applied."""
+    problem = trace_problem(trace_json)
+    if problem is not None:
+        return Replay(None, f"unsafe trace: {problem}")
     trace_json = strip_postproc(trace_json)
     sch = sch if sch is not None else Schedule(mod)
     try:

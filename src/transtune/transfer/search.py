@@ -178,7 +178,7 @@ def transfer_tune(
     names = [policy] if isinstance(policy, str) else list(policy)
     policies = {name: get_policy(name) for name in names}
     target = config.tvm_target()
-    key = target_key(target)
+    key = target_key(config)
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
     kernels = extract_kernels(model.mod, target)
@@ -268,7 +268,6 @@ def _transfer_kernel(
         sch, m = best
         args = [a.as_json() for a in ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])]
         library.add_record(
-            wid, target, plain(sch.trace.as_json()), [m.seconds], plain(args),
+            wid, config, plain(sch.trace.as_json()), [m.seconds], plain(args),
             provenance="transferred", donor=outcome.donor, run_id=run_id,
-            target_name=config.name,
         )  # fmt: skip

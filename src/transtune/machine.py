@@ -1,0 +1,179 @@
+"""What a machine is: its CPU's identity, and the hardware ids derived from it.
+
+Data measured on a CPU (dataset partitions and descriptors, library targets and runs,
+checkpoints, benchmark results) is keyed by a *hardware id*, a short readable name derived
+from what the code runs on: ``epyc-znver4-2c`` (the CPU's name, its LLVM ``mcpu``, cores
+used), ``epyc-znver4-1c-avx2`` (the same CPU, code restricted to AVX2, one thread). Two
+machines whose CPUs differ in vendor, model name, family/model/stepping, LLVM CPU or cache
+sizes have different *fingerprints*; stores compare the fingerprint behind an id before they
+write, so data of one CPU is never filed under another's id. ``host``, ``host-1core``, ...
+are aliases (:mod:`.targets`) that resolve to this machine's ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+
+# LLVM names whose /proc/cpuinfo flag differs (after normalisation).
+_CPUINFO_ALIASES = {"sse3": "pni", "bmi": "bmi1", "sha": "shani"}
+_CPU = "/sys/devices/system/cpu/cpu0"
+# Words of a CPU model name that say nothing about which CPU it is.
+_NOISE = {"amd", "intel", "genuine", "authentic", "cpu", "processor", "core", "with", "radeon"}
+
+
+def norm_feature(feature: str) -> str:
+    """An ISA feature name as /proc/cpuinfo spells it (lower case, no '.', '_' or '-')."""
+    name = feature.lower().replace(".", "").replace("_", "").replace("-", "")
+    return _CPUINFO_ALIASES.get(name, name)
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What this machine is: CPU identity, LLVM CPU name, ISA extensions, usable cores and
+    per-core cache sizes (KiB)."""
+
+    cpu_model: str
+    mcpu: str
+    arch: str
+    cores: int
+    isa: frozenset[str] = field(repr=False)
+    vendor: str = "unknown"
+    family: str = ""
+    model: str = ""
+    stepping: str = ""
+    caches: dict[str, float] = field(default_factory=dict, compare=False)
+
+    @property
+    def simd(self) -> str:
+        for name, width in (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse42", 128)):
+            if name in self.isa:
+                return f"{name} ({width}-bit)"
+        return "scalar"
+
+    def cpu(self) -> dict:
+        """The CPU's identity (what a fingerprint holds apart from the configuration)."""
+        return {
+            "vendor": self.vendor, "model_name": self.cpu_model, "family": self.family,
+            "model": self.model, "stepping": self.stepping, "host_mcpu": self.mcpu,
+            "l1d_kib": self.caches.get("L1d"), "l2_kib": self.caches.get("L2"),
+            "l3_kib": self.caches.get("L3"),
+        }  # fmt: skip
+
+
+@cache
+def host_info() -> HostInfo:
+    """Detect this host (cached)."""
+    from tvm.target import codegen
+
+    cpuinfo = _cpuinfo()
+    model_name = cpuinfo.get("model name") or platform.processor() or platform.machine()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    flags = cpuinfo.get("flags") or cpuinfo.get("Features") or ""
+    return HostInfo(
+        cpu_model=model_name,
+        mcpu=str(codegen.llvm_get_system_cpu()),
+        arch=platform.machine(),
+        cores=cores or 1,
+        isa=frozenset(norm_feature(f) for f in flags.split()),
+        vendor=cpuinfo.get("vendor_id") or cpuinfo.get("CPU implementer") or "unknown",
+        family=cpuinfo.get("cpu family") or cpuinfo.get("CPU architecture") or "",
+        model=cpuinfo.get("model") or cpuinfo.get("CPU part") or "",
+        stepping=cpuinfo.get("stepping") or cpuinfo.get("CPU revision") or "",
+        caches=cache_sizes(read_local),
+    )
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo."""
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    if out:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                out.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return out
+
+
+def read_local(path: str) -> str:
+    return Path(path).read_text()
+
+
+def cache_sizes(read: Callable[[str], str]) -> dict[str, float]:
+    """Per-core cache sizes in KiB from sysfs (``L1d``, ``L2``, ``L3``), read with ``read``
+    (here, or on an RPC device)."""
+    out: dict[str, float] = {}
+    for i in range(8):
+        index = f"{_CPU}/cache/index{i}"
+        try:
+            level, kind, size = (
+                read(f"{index}/{name}").strip() for name in ("level", "type", "size")
+            )
+        except OSError:
+            break
+        if kind == "Instruction":
+            continue
+        scale = {"K": 1.0, "M": 1024.0, "G": 1024.0 * 1024}.get(size[-1], 1 / 1024)
+        out["L1d" if level == "1" else f"L{level}"] = float(size.rstrip("KMG")) * scale
+    return out
+
+
+def fingerprint(cpu: dict, mcpu: str, threads: int) -> dict:
+    """What a configuration runs on: the CPU's identity, the code's LLVM CPU and threads."""
+    return {**cpu, "mcpu": mcpu, "threads": int(threads)}
+
+
+def fingerprint_json(fp: dict) -> str:
+    return json.dumps(fp, sort_keys=True, separators=(",", ":"))
+
+
+def cpu_short_name(model_name: str, vendor: str = "") -> str:
+    """A CPU's family name from its model name: ``AMD EPYC 7B13`` -> ``epyc``,
+    ``Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz`` -> ``xeon``."""
+    text = re.sub(r"\((r|tm)\)", " ", model_name.lower())
+    words = [w for w in re.split(r"[^a-z0-9]+", text) if w and w not in _NOISE]
+    words = [w for w in words if not w[0].isdigit()]
+    if words:
+        return words[0]
+    return re.sub(r"[^a-z0-9]+", "", vendor.lower().replace("authentic", "").replace("genuine", ""))
+
+
+def hardware_id(cpu: dict, mcpu: str, threads: int, level: str | None = None) -> str:
+    """The readable id of a configuration: ``epyc-znver4-2c``, ``epyc-znver4-1c-avx2``.
+
+    ``level`` names a restricted ISA (``avx2``); code built for another LLVM CPU than the
+    host's, without a level name, gets that CPU's name instead."""
+    name = cpu_short_name(cpu.get("model_name", ""), cpu.get("vendor", "")) or "cpu"
+    host_mcpu = cpu.get("host_mcpu") or mcpu
+    out = f"{name}-{host_mcpu}-{int(threads)}c"
+    suffix = level or (mcpu if mcpu != host_mcpu else "")
+    return f"{out}-{suffix}" if suffix else out
+
+
+def fingerprint_difference(stored: dict, current: dict) -> str:
+    """The fields in which two fingerprints differ, as ``field: a != b`` (empty if none)."""
+    keys = sorted(set(stored) | set(current))
+    return ", ".join(
+        f"{k}: {stored.get(k)!r} != {current.get(k)!r}"
+        for k in keys
+        if stored.get(k) != current.get(k)
+    )
+
+
+def as_dict(info: HostInfo) -> dict:
+    """This host's identity and configuration facts, for ``transtune targets --json``."""
+    out = asdict(info)
+    out["isa"] = sorted(info.isa)
+    return out

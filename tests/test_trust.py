@@ -1,0 +1,69 @@
+"""Traces from elsewhere: an annotation that makes TVM link foreign code is refused wherever a
+trace enters (import, merge, replay, the database view MetaSchedule and compilation read)."""
+
+import pytest
+from test_library import matmul
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+
+from transtune.library import LibraryError, open_library, plain
+from transtune.library.database import LibraryDatabase
+from transtune.library.jsondb import import_json
+from transtune.library.trust import UnsafeTrace, check_trace, trace_problem
+from transtune.targets import get_config
+from transtune.transfer.replay import postprocessors, replay
+
+EVIL_IR = "define void @evil() { ret void }"
+
+
+def _schedule(evil: bool) -> Schedule:
+    sch = Schedule(matmul(16))
+    loop = sch.get_loops(sch.get_sblock("C"))[0]
+    sch.parallel(loop)
+    if evil:
+        sch.annotate(loop, "pragma_import_llvm", EVIL_IR)
+    return sch
+
+
+def test_allowlist():
+    check_trace(plain(_schedule(False).trace.as_json()))
+    with pytest.raises(UnsafeTrace, match="'pragma_import_llvm' is not allowed"):
+        check_trace(plain(_schedule(True).trace.as_json()))
+    assert "not an allowed schedule primitive" in trace_problem([[["Exec", [], [], []]], []])
+    assert trace_problem({"not": "a trace"}) is not None
+
+
+def test_unsafe_trace_is_refused_on_import(tmp_path):
+    config = get_config("host")
+    work_dir = tmp_path / "ms"
+    work_dir.mkdir()
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
+    workload = database.commit_workload(matmul(16))
+    args = ms.arg_info.ArgInfo.from_prim_func(matmul(16)["main"])
+    for evil in (False, True):
+        record = ms.database.TuningRecord(
+            _schedule(evil).trace, workload, [1e-3], config.tvm_target(), args
+        )
+        database.commit_tuning_record(record)
+    with open_library(tmp_path / "lib.db") as lib:
+        report = import_json(lib, work_dir)
+        assert report.records == 1 and len(report.skipped) == 1
+        assert "pragma_import_llvm" in report.skipped[0][2]
+
+
+def test_unsafe_trace_is_refused_on_merge_replay_and_read(tmp_path):
+    config = get_config("host")
+    evil = plain(_schedule(True).trace.as_json())
+    with open_library(tmp_path / "a.db") as a, open_library(tmp_path / "b.db") as b:
+        wid = a.add_workload(matmul(16), "matmul", model="m")
+        a.add_record(wid, config, plain(_schedule(False).trace.as_json()), [2e-3])
+        a.add_record(wid, config, evil, [1e-3])  # the fastest, as a lure
+        with pytest.raises(LibraryError, match="pragma_import_llvm.*nothing merged"):
+            b.merge(a)
+        assert b.info()["records"] == 0
+        view = LibraryDatabase(a, config)
+        (best,) = view.get_top_k(ms.database.Workload(matmul(16)), 1)
+        assert float(best.run_secs[0]) == pytest.approx(2e-3)  # the unsafe one is not seen
+        assert len(view.get_all_tuning_records()) == 1
+    result = replay(evil, matmul(16), postprocessors(matmul(16), config.tvm_target()))
+    assert result.schedule is None and "unsafe trace" in result.error
