@@ -130,6 +130,43 @@ def deep(minutes: float) -> None:
     print(stats, flush=True)
 
 
+def summary() -> dict:
+    """The dataset's headline counts, merged into summary.json: real CPUs (distinct LLVM CPUs
+    of full-ISA configurations), the fewest successful records of one, and the deep kernels
+    (more than PER_KERNEL successful samples on one full-ISA configuration) with the fewest
+    samples among them."""
+    import pyarrow.compute as pc
+
+    from common import merge_summary
+    from transtune.dataset import load_records
+    from transtune.dataset.store import DatasetStore
+
+    hardware = DatasetStore(DATASET).hardware()
+    full = {i: d["fingerprint"]["host_mcpu"] for i, d in hardware.items()
+            if d["fingerprint"]["mcpu"] == d["fingerprint"]["host_mcpu"]}  # fmt: skip
+    table, _ = load_records(DATASET, ["workload", "sample", "status"])
+    ok = table.filter(pc.equal(table["status"], "ok"))
+    per_cpu: dict[str, int] = {}
+    for row in ok.group_by("target").aggregate([("sample", "count")]).to_pylist():
+        cpu = hardware.get(row["target"], {}).get("fingerprint", {}).get("host_mcpu", "?")
+        per_cpu[cpu] = per_cpu.get(cpu, 0) + row["sample_count"]
+    deep = {}
+    for hw_id in full:
+        rows = ok.filter(pc.equal(ok["target"], hw_id))
+        counts = rows.group_by("workload").aggregate([("sample", "count")]).to_pylist()
+        deep[hw_id] = [r["sample_count"] for r in counts if r["sample_count"] > PER_KERNEL]
+    best = max(deep, key=lambda k: len(deep[k])) if deep else None
+    figures = {
+        "dataset.cpus": len(set(full.values())),
+        "dataset.records_min_per_cpu": min(per_cpu.values()) if per_cpu else 0,
+        "dataset.deep_kernels": len(deep[best]) if best else 0,
+        "dataset.deep_min_samples": min(deep[best]) if best and deep[best] else 0,
+    }
+    merge_summary("dataset", figures)
+    print(json.dumps({**figures, "records_per_cpu": per_cpu, "deep_config": best}))
+    return figures
+
+
 def pick_kernels(count: int):
     from transtune.dataset import dataset_kernels
 
@@ -352,7 +389,7 @@ def report() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "step", choices=["collect", "deep", "compare", "side", "load", "json", "report"]
+        "step", choices=["collect", "deep", "summary", "compare", "side", "load", "json", "report"]
     )
     parser.add_argument("which", nargs="?")
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -365,6 +402,8 @@ def main() -> None:
         collect(args.minutes)
     elif args.step == "deep":
         deep(args.minutes)
+    elif args.step == "summary":
+        summary()
     elif args.step == "compare":
         compare(args.kernels, args.samples)
     elif args.step == "side":

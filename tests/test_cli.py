@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,30 @@ def test_dataset_collect_info_export(tmp_path, capsys):
     assert "models: ['bert_tiny']" in info and "host-1core" in info
     assert main(["dataset", "export", str(out), "--target", "host-1core", "--out", str(work)]) == 0
     assert (work / "database_tuning_record.json").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "resnet18", "--batch", "0"],
+        ["bench", "resnet18", "--repeat", "0"],
+        ["tune", "resnet18", "--trials", "0"],
+        ["tune", "resnet18", "--time", "nan"],
+        ["transfer", "resnet18", "--max-candidates", "-1"],
+        ["library", "merge", "x.db", "--top-k", "0"],
+        ["dataset", "collect", "--batch-sizes", "1,x", "--out", "ds"],
+        ["dataset", "prune", "ds", "--keep", "1.5", "--out", "small"],
+        ["dataset", "export", "data/dataset", "--target", "nope", "--out", "ms"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, capsys, tmp_path, monkeypatch):
+    root = Path(__file__).resolve().parent.parent
+    argv = [str(root / a) if a == "data/dataset" else a for a in argv]
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("transtune: error:")

@@ -150,3 +150,24 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         (a,) = [k for k in avx2.kernels if k.kernel.kernel_class == "matmul+add+relu"]
         assert a.tried == a.fallback == 1
         assert a.donor is None or "@" in a.donor  # marked with the target it was tuned for
+
+
+def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1, groups=8)).eval()
+    model = from_module(module, (torch.randn(1, 64, 28, 28),), name="grouped")
+    with open_library(tmp_path / "lib.db") as lib:
+        result = transfer_tune(model, lib, "host", sample=16)
+        (k,) = [k for k in result.kernels if k.kernel.kernel_class.startswith("conv2d")]
+        assert k.tried == 0 and k.sampled > 0 and k.stage == "sampled"
+        assert k.best_secs < k.untuned_secs and k.donor is None
+        (provenance,) = lib.query("SELECT DISTINCT provenance FROM records")
+        assert provenance == ("sampled",)
+        compiled = compile_model(model, "host", LibraryDatabase(lib, get_config("host")))
+        assert compiled.missing_records == []
+        expected = model.torch_module(*model.torch_inputs()).detach().numpy()
+        np.testing.assert_allclose(compiled.run(model.inputs)[0], expected, rtol=1e-4, atol=1e-4)
+        # With sampling off, nothing beats the naive build: the kernel stays untuned.
+    with open_library(tmp_path / "empty.db") as empty:
+        again = transfer_tune(model, empty, "host", sample=0)
+        assert [k.stage for k in again.kernels] == ["untuned"] * len(again.kernels)

@@ -6,12 +6,13 @@ import argparse
 import json
 import logging
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from .errors import TranstuneError
+from .errors import TranstuneError, error_line
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -213,8 +214,8 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
         count = export_json(args.dir, args.out, target)
         console.print(f"exported {count} records of {target} to {args.out}")
     else:
-        sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (None,)
-        batches = tuple(int(b) for b in args.batch_sizes.split(","))
+        sizes = args.sizes or (None,)
+        batches = args.batch_sizes
         with console.status("extracting kernels"):
             kernels = dataset_kernels(args.models.split(","), batches, sizes)
         with _progress() as progress:
@@ -316,19 +317,22 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
             title=f"{model.name}: transfer-tuning on {config.name}, {args.policy} policy "
             f"({result.search_seconds:.0f} s search)"
         )
-        columns = ("kernel", "class", "weight", "donor", "tried", "failed", "untuned ms",
+        columns = ("kernel", "class", "weight", "stage", "donor", "tried", "failed", "untuned ms",
                    "transferred ms", "speedup")  # fmt: skip
         for col in columns:
             table.add_column(
-                col, justify="left" if col in ("kernel", "class", "donor") else "right"
+                col, justify="left" if col in ("kernel", "class", "stage", "donor") else "right"
             )
         for k in result.kernels:
             table.add_row(
-                k.kernel.name, k.kernel.kernel_class, str(k.kernel.weight), k.donor or "-",
+                k.kernel.name, k.kernel.kernel_class, str(k.kernel.weight), k.stage,
+                k.donor or (f"{k.sampled} sampled" if k.sampled else "-"),
                 str(k.tried), str(k.replay_failed + k.wrong + k.failed),
                 f"{1e3 * k.untuned_secs:.3f}", f"{1e3 * k.best_secs:.3f}", f"{k.speedup:.1f}x",
             )  # fmt: skip
         console.print(table)
+        stages = Counter(k.stage for k in result.kernels)
+        console.print("kernels by stage: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
         if args.budget:
             tuned = tune(
                 model, lib, config, time_budget=args.budget, runner=_runner(args),
@@ -372,6 +376,9 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     elif args.split == "by-hardware":
         held = [hardware_name(h) for h in args.hold_out.split(",")]
         train, test = sp.by_hardware(data.target, held)
+        if not len(test):
+            known = ", ".join(sorted(set(data.target)))
+            raise TranstuneError(f"--hold-out names no configuration of {args.data} ({known})")
     elif args.split == "by-task":
         train, test = sp.by_task(data.workload, 0.2, args.seed)
     elif args.split == "within-task":
@@ -477,6 +484,42 @@ def _cmd_rpc(args: argparse.Namespace) -> None:
     console.print("stopped")
 
 
+def _positive(kind=int):
+    """An argparse type: a number of ``kind`` that is greater than zero."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or value != value:
+            raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a fraction in (0, 1]."""
+    value = _positive(float)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a fraction in (0, 1]")
+    return value
+
+
+def _positive_list(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated positive integers (``1,4``)."""
+    return tuple(_positive(int)(part) for part in text.split(","))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (``transtune: error: ...``) and exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"transtune: error: {self.prog.removeprefix('transtune ')}: {message}\n")
+
+
 def _add_rpc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpc", metavar="HOST:PORT", help="measure on RPC servers of this tracker")
     p.add_argument("--key", default="local", help="device key at the RPC tracker")
@@ -501,15 +544,15 @@ def _open_json_database(work_dir: str):
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo model name (see `transtune models`) or path to an .onnx file")
-    p.add_argument("--batch", type=int, default=1, help="batch size (zoo models)")
-    p.add_argument("--size", type=int, default=None, help="image side or sequence length")
+    p.add_argument("--batch", type=_positive(), default=1, help="batch size (zoo models)")
+    p.add_argument("--size", type=_positive(), default=None, help="image side or sequence length")
     p.add_argument("--target", default="host", help="target configuration (`transtune targets`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="transtune", description=__doc__)
+    parser = _Parser(prog="transtune", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("models", help="list the model zoo").set_defaults(func=_cmd_models)
     p = sub.add_parser("targets", help="this host's CPU and target configurations")
     p.add_argument("--json", action="store_true", help="as JSON (what migrate --cpu takes)")
@@ -522,17 +565,17 @@ def build_parser() -> argparse.ArgumentParser:
     tuned = p.add_mutually_exclusive_group()
     tuned.add_argument("--library", help="schedule library (URL or path) with tuned schedules")
     tuned.add_argument("--database", help="MetaSchedule JSON database work dir")
-    p.add_argument("--repeat", type=int, default=5, help="timed repeats per runtime")
+    p.add_argument("--repeat", type=_positive(), default=5, help="timed repeats per runtime")
     p.add_argument("--json", help="also write the result as JSON to this path")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("tune", help="tune a model's kernels into a schedule library")
     _add_model_args(p)
     p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
-    p.add_argument("--trials", type=int, help="total measured candidates for the model")
-    p.add_argument("--time", type=float, help="time budget of this session, seconds")
-    p.add_argument("--per-kernel", type=int, help="cap of measured candidates per kernel")
-    p.add_argument("--batch-size", type=int, default=32, help="candidates per search round")
+    p.add_argument("--trials", type=_positive(), help="total measured candidates for the model")
+    p.add_argument("--time", type=_positive(float), help="time budget of this session, seconds")
+    p.add_argument("--per-kernel", type=_positive(), help="cap of measured candidates per kernel")
+    p.add_argument("--batch-size", type=_positive(), default=32, help="candidates per round")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", help="a trained cost model (checkpoint) to guide the search")
     _add_rpc_args(p)
@@ -542,15 +585,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
     p.add_argument("--donors", help="comma-separated donor models (default: whole library)")
-    p.add_argument("--max-candidates", type=int, default=8, help="donor schedules per kernel")
-    p.add_argument("--budget", type=float, help="then continue with MetaSchedule search, s")
+    p.add_argument("--max-candidates", type=_positive(), default=8,
+                   help="donor schedules per kernel")  # fmt: skip
+    p.add_argument("--budget", type=_positive(float), help="then continue with search, s")
     p.add_argument(
         "--cost-model",
         help="a trained cost model: measure only the best scored donor schedules per kernel "
         "(--measure-top), and guide the continued search (--budget)",
     )
-    p.add_argument("--measure-top", type=int, default=2, help="with --cost-model, see there")
-    p.add_argument("--repeat", type=int, default=5, help="timed repeats end to end")
+    p.add_argument("--measure-top", type=_positive(), default=2,
+                   help="donor schedules measured per kernel, with --cost-model")  # fmt: skip
+    p.add_argument("--repeat", type=_positive(), default=5, help="timed repeats end to end")
     p.add_argument(
         "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],
         help="how donor schedules are picked per kernel",
@@ -565,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--library", default="sqlite:///lib.db", help="library URL or path")
     p.add_argument("--model", help="import: the model the records belong to")
-    p.add_argument("--top-k", type=int, help="merge: only the best K records per workload")
+    p.add_argument("--top-k", type=_positive(), help="merge: only the best K records per workload")
     p.add_argument(
         "--cpu",
         help="migrate: the CPU the records were measured on, as "
@@ -578,14 +623,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", help="dataset directory (info, export, prune)")
     p.add_argument("--models", default="resnet18", help="collect: comma-separated zoo models")
     p.add_argument("--targets", default="host", help="collect: comma-separated configurations")
-    p.add_argument("--per-kernel", type=int, default=32, help="collect: schedules per kernel")
-    p.add_argument("--batch-sizes", default="1", help="collect: comma-separated batch sizes")
-    p.add_argument("--sizes", help="collect: comma-separated image sides / sequence lengths")
+    p.add_argument("--per-kernel", type=_positive(), default=32,
+                   help="collect: schedules per kernel")  # fmt: skip
+    p.add_argument("--batch-sizes", type=_positive_list, default=(1,),
+                   help="collect: comma-separated batch sizes")  # fmt: skip
+    p.add_argument("--sizes", type=_positive_list,
+                   help="collect: comma-separated image sides / sequence lengths")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="collect: dataset directory; export: MetaSchedule work dir")
     p.add_argument("--target", help="export: the configuration to export (default host)")
     p.add_argument("--strategy", default="diversity", help="prune: strategy, or a+b")
-    p.add_argument("--keep", type=float, default=0.5, help="prune: fraction of programs kept")
+    p.add_argument("--keep", type=_fraction, default=0.5, help="prune: fraction of programs kept")
     p.add_argument(
         "--cpu",
         help="migrate: the CPU the data was measured on, as "
@@ -614,16 +662,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="models (by-model) or configurations (by-hardware) held out",
     )  # fmt: skip
     p.add_argument("--targets", help="only these configurations' records")
-    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--epochs", type=_positive(), default=30)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_costmodel)
 
     p = sub.add_parser("rpc", help="start an RPC tracker and servers on this host to try it out")
     p.add_argument("action", choices=["up"])
-    p.add_argument("--servers", type=int, default=2)
+    p.add_argument("--servers", type=_positive(), default=2)
     p.add_argument("--key", default="local")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    p.add_argument("--port", type=int, default=9190, help="tracker port")
+    p.add_argument("--port", type=_positive(), default=9190, help="tracker port")
     p.set_defaults(func=_cmd_rpc)
     return parser
 
@@ -650,6 +698,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("transtune: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # a bug, or an input we fail to validate: one line, not a trace
+        if args.verbose:
+            raise
+        print(f"transtune: internal error: {type(err).__name__}: {error_line(err)} "
+              "(run with -v for the traceback)", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

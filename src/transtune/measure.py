@@ -7,6 +7,10 @@ anything. :class:`WarmBuilder` keeps its workers alive across batches (recycled 
 needs none), and links each candidate into a shared library inside the parallel build worker,
 so that the (serial) runner only has to ``dlopen`` it instead of untarring and linking.
 
+Worker processes ignore SIGINT: Ctrl-C in a terminal signals the whole process group, and a
+worker killed by it would turn the candidates in flight into build or run errors, stored and
+counted as measured. The parent decides how to stop (after the batch in hand).
+
 ``LocalRunner`` measures asynchronously: MetaSchedule generates and builds the next task's
 batch while one is being timed, on the same cores, which disturbs the timings on a small host
 (``benchmarks/tuning.py overlap`` measures by how much). :class:`SyncRunner` makes any runner
@@ -21,6 +25,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -62,6 +67,7 @@ def load_cpu_tensor_intrinsics() -> None:
 
 
 def _warm_up() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import tvm.driver  # noqa: F401
     import tvm.s_tir.transform  # noqa: F401
 
@@ -141,16 +147,19 @@ def local_runner(
 ):
     """MetaSchedule's ``LocalRunner`` (one persistent worker) with the stated evaluator,
     running kernels on ``num_threads`` threads (default: TVM's, one per core)."""
-    initializer = None if num_threads is None else functools.partial(_use_threads, num_threads)
+    initializer = functools.partial(_runner_worker, num_threads)
     return ms.runner.LocalRunner(
         timeout_sec=timeout_sec, evaluator_config=evaluator, initializer=initializer
     )
 
 
-def _use_threads(num_threads: int) -> None:
-    import tvm
+def _runner_worker(num_threads: int | None) -> None:
+    """Set up a runner worker: deaf to SIGINT, on ``num_threads`` threads if given."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if num_threads is not None:
+        import tvm
 
-    tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads))
+        tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads))
 
 
 @derived_object

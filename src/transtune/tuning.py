@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -359,7 +360,9 @@ def tune_kernels(
             if isinstance(cost_model, str)
             else cost_model
         )
-        previous = signal.signal(signal.SIGINT, tuner.interrupt)
+        # Ctrl-C ends the search after the batch in hand; only the main thread can catch it.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, tuner.interrupt) if main else None
         try:
             ms.task_scheduler.TaskScheduler.create("gradient").tune(
                 tasks=tasks,
@@ -374,7 +377,8 @@ def tune_kernels(
                 cost_model=model_cost,
             )
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if main:
+                signal.signal(signal.SIGINT, previous)
         library.finish_run(run_id)
         result.new_trials = tuner.new_trials
         result.failures = tuner.failures

@@ -6,7 +6,13 @@ has none, on other targets of the same kind (marked fallback). A donor policy
 (:mod:`.policies`) picks a few per kernel; each is replayed on the kernel (:mod:`.replay`),
 built in parallel, checked against the untuned kernel on random inputs, and timed on its
 own. The fastest correct one wins if it beats the untuned kernel, and is committed to the
-library as ``transferred`` with its donor. The model then compiles with the winners.
+library as ``transferred`` with its donor. A kernel that no donor schedule improves (a class
+the library lacks, say) falls through to the next stage of the cascade: ``sample`` programs
+drawn from its own design space, of which the cost model's best few (without a cost model:
+the first few; ``SAMPLES_MEASURED``, or ``measure_top`` if more) are checked and timed the
+same way, the winner committed as ``sampled``. Each kernel reports the stage that won
+(``transfer``, ``sampled``, or ``untuned`` when nothing beat TVM's default build). The model
+then compiles with the winners.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from .policies import DEFAULT_POLICY, Candidate, get_policy
 from .replay import postprocessors, replay
 
 RTOL = 1e-3  # a transferred kernel's outputs must be within RTOL x max|reference|
+SAMPLES_MEASURED = 4  # sampled programs measured per kernel (at least; or measure_top)
 
 
 @dataclass
@@ -53,6 +60,8 @@ class KernelTransfer:
     failed: int = 0  # failed to build or run
     ranked_out: int = 0  # replayed, but not measured: the cost model ranked them lower
     errors: list[str] = field(default_factory=list)
+    stage: str = "untuned"  # what won: "transfer", "sampled" or "untuned" (nothing beat it)
+    sampled: int = 0  # programs drawn from the kernel's own design space
     seconds: float = 0.0  # replay, build, check and measurement time of this kernel
     measured: dict[int, float | None] = field(default_factory=dict)  # donor workload -> s
     chosen: dict[str, list[int]] = field(default_factory=dict)  # policy -> donor workloads
@@ -162,6 +171,7 @@ def transfer_tune(
     builder=None,
     runner=None,
     device: dict | None = None,
+    sample: int = 32,
 ) -> TransferResult:
     """Transfer-tune ``model`` from ``library`` (see the module docstring).
 
@@ -171,7 +181,7 @@ def transfer_tune(
     ``cost_model``: a :class:`~transtune.costmodel.metaschedule.LearnedCostModel` that ranks
     each kernel's replayed candidates, of which only the ``measure_top`` best scored are built
     and measured. ``device``: the measuring device's hardware descriptor (as a dict), kept
-    with the run.
+    with the run. ``sample``: programs drawn for a kernel that no donor improved (0: none).
     """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
@@ -209,11 +219,14 @@ def transfer_tune(
             outcome = KernelTransfer(kernel, base, base)
             outcome.chosen = {name: [c.workload_id for c in p[i]] for name, p in picks.items()}
             union = {c.workload_id: c for p in picks.values() for c in p[i]}
+            t0 = time.perf_counter()
             if union:
-                t0 = time.perf_counter()
                 _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
                                  builder, runner, run_id, cost_model, measure_top)  # fmt: skip
-                outcome.seconds = time.perf_counter() - t0
+            if outcome.donor is None and sample > 0:
+                _sample_kernel(kernel, wid, sample, outcome, library, config, builder, runner,
+                               run_id, cost_model, measure_top)  # fmt: skip
+            outcome.seconds = time.perf_counter() - t0
             results.append(outcome)
             if on_kernel is not None:
                 on_kernel(outcome)
@@ -265,9 +278,49 @@ def _transfer_kernel(
         elif m.seconds < outcome.best_secs:
             outcome.best_secs, outcome.donor, best = m.seconds, candidate.donor, (sch, m)
     if best is not None:
-        sch, m = best
-        args = [a.as_json() for a in ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])]
-        library.add_record(
-            wid, config, plain(sch.trace.as_json()), [m.seconds], plain(args),
-            provenance="transferred", donor=outcome.donor, run_id=run_id,
-        )  # fmt: skip
+        outcome.stage = "transfer"
+        _commit(library, kernel, wid, config, best, "transferred", outcome.donor, run_id)
+
+
+def _sample_kernel(
+    kernel, wid, count, outcome, library, config, builder, runner, run_id, cost_model,
+    measure_top,
+) -> None:  # fmt: skip
+    """The cascade's zero-search stage: the best measured of a few programs drawn from the
+    kernel's own design space (ranked by ``cost_model`` when there is one)."""
+    from ..dataset.sampling import design_spaces, kernel_seed
+    from ..dataset.sampling import sample as draw
+
+    target = config.tvm_target()
+    spaces, postprocs = design_spaces(kernel.mod, target)
+    if not spaces:
+        outcome.errors.append("no design space to sample")
+        return
+    samples = draw(kernel.mod, spaces, postprocs, count, kernel_seed(kernel.workload_hash, 0))
+    outcome.sampled = len(samples)
+    schedules = [s.schedule for s in samples]
+    if cost_model is not None:
+        scores = cost_model.score_schedules(kernel.mod, target, schedules)
+        schedules = [schedules[i] for i in np.argsort(-scores, kind="stable")]
+    schedules = schedules[: max(measure_top, SAMPLES_MEASURED)]
+    check = _NumericsCheck(kernel.mod, target)
+    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
+    best = None
+    for sch, m in zip(schedules, measured, strict=True):
+        if m.seconds is None:
+            outcome.failed += 1
+            outcome.errors.append(m.error)
+        elif m.seconds < outcome.best_secs:
+            outcome.best_secs, best = m.seconds, (sch, m)
+    if best is not None:
+        outcome.stage = "sampled"
+        _commit(library, kernel, wid, config, best, "sampled", None, run_id)
+
+
+def _commit(library, kernel, wid, config, best, provenance, donor, run_id) -> None:
+    sch, m = best
+    args = [a.as_json() for a in ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])]
+    library.add_record(
+        wid, config, plain(sch.trace.as_json()), [m.seconds], plain(args),
+        provenance=provenance, donor=donor, run_id=run_id,
+    )  # fmt: skip
