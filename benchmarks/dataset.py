@@ -136,8 +136,8 @@ def summary() -> dict:
     (more than PER_KERNEL successful samples on one full-ISA configuration) with the fewest
     samples among them."""
     import pyarrow.compute as pc
-
     from common import merge_summary
+
     from transtune.dataset import load_records
     from transtune.dataset.store import DatasetStore
 
