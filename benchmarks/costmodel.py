@@ -10,7 +10,7 @@
    the pre-trained model vs train from scratch on those k% vs zero-shot (hardware features
    only), evaluated on the other half of its kernels.
 
-    python benchmarks/costmodel.py [--epochs 15] [--unseen host-sse4.2,host-sse4.2-1core]
+    python benchmarks/costmodel.py [--epochs 15] [--unseen epyc-znver4-2c-sse4.2,...]
 
 Resumable: finished steps are kept in ``docs/results/costmodel/steps.json``.
 """
@@ -194,10 +194,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--ms-mlp-epochs", type=int, default=10)
-    parser.add_argument("--unseen", default="host-sse4.2,host-sse4.2-1core")
+    parser.add_argument("--unseen", default="epyc-znver4-2c-sse4.2,epyc-znver4-1c-sse4.2",
+                        help="hardware ids (or this host's aliases) held out")  # fmt: skip
     args = parser.parse_args()
     data = load_cost_data(DATASET)
-    unseen = args.unseen.split(",")
+    from transtune.targets import hardware_name
+
+    unseen = [hardware_name(name) for name in args.unseen.split(",")]
     steps = Steps(
         OUT / "costmodel" / "steps.json",
         {

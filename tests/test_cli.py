@@ -136,3 +136,10 @@ def test_bad_input_is_one_line_and_exit_2(argv, capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("transtune: error:")
+
+
+def test_costmodel_train_checks_its_output_before_training(tmp_path, capsys):
+    root = Path(__file__).resolve().parent.parent
+    argv = ["costmodel", "train", str(root / "data" / "dataset"), str(tmp_path / "no" / "m.json")]
+    assert main(argv) == 2
+    assert "no writable directory" in capsys.readouterr().err

@@ -36,6 +36,11 @@ def test_metrics_follow_tensets_definitions():
     assert m["pca"] == pytest.approx((4 / 6 * 4 + 0 * 2) / 6)
     assert m["peak@1"] == pytest.approx((1 / 2 * 4 + 10 / 20 * 2) / 6)
     assert m["recall@1"] == 0.0
+    # peak@k is TenSet's metric_peak_score: the max-curve of normalized throughput over the
+    # top-k picks, averaged. Group 0 picks latencies 2, 1, 4: curve 1/2, 1, 1; group 1
+    # picks 20, 10: curve 1/2, 1 (fewer than k records: the mean over those it has).
+    m = evaluate(score, latency, group, ks=(3,))
+    assert m["peak@3"] == pytest.approx(((0.5 + 1 + 1) / 3 * 4 + (0.5 + 1) / 2 * 2) / 6)
     weight = np.array([3, 3, 3, 3, 1, 1])
     assert network_topk(score, latency, group, weight, k=1) == pytest.approx((3 + 10) / (6 + 20))
 
@@ -333,3 +338,29 @@ def test_pack_sum_of_any_rows_sums_each_rows_own_stores():
         own = data.stores[data.offsets[r] : data.offsets[r + 1]]
         assert np.allclose(row[:164], own.sum(0), atol=1e-5)
         assert np.isclose(row[164], np.log2(len(own) + 1))
+
+
+def test_unseen_kernel_class_gets_the_spare_id_online_and_offline():
+    from transtune.costmodel import XGBCostModel
+    from transtune.costmodel.metaschedule import LearnedCostModel
+
+    model = XGBCostModel()
+    model.classes = ["conv2d", "matmul"]
+    assert [model.class_id(c) for c in ("conv2d", "matmul", "softmax")] == [0, 1, 2]
+    guide = LearnedCostModel(model, np.zeros(8, np.float32), {"w1": "matmul", "w2": "softmax"})
+    assert guide.classes == {"w1": 1, "w2": 2}  # not 0, which is conv2d
+
+
+def test_validation_kernels_pick_the_epoch_and_the_callers_rng_is_untouched():
+    from transtune.costmodel import TorchConfig, TorchCostModel
+
+    data = synthetic_data(groups=8, per_group=12)
+    state = torch.get_rng_state()
+    model = TorchCostModel(TorchConfig(arch="mlp", epochs=4, validation=0.25, seed=1))
+    model.fit(data)
+    assert torch.equal(torch.get_rng_state(), state)  # seeded with its own RNG state
+    history = model.history
+    assert len(history["val_pca"]) == 4 and 0 <= history["best_epoch"] < 4
+    assert history["val_pca"][history["best_epoch"]] == max(history["val_pca"])
+    again = TorchCostModel(TorchConfig(arch="mlp", epochs=4, validation=0.25, seed=1)).fit(data)
+    assert again.history["val_pca"] == history["val_pca"]  # the seed decides, nothing else

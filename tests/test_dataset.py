@@ -2,6 +2,7 @@
 Parquet round trip (a stored sample rebuilds the very schedule that was measured)."""
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -64,7 +65,7 @@ def test_collect_measures_every_sample_on_every_configuration(collected, kernels
     info = dataset_info(out)
     assert info["kernels"] == len({r["workload"] for r in records.to_pylist()})
     assert set(info["hardware"]) == set(info["by_hardware"]) == set(IDS)
-    assert info["median_cv"] is not None
+    assert info["median_cv"] is not None and info["programs_without_features"] == 0
     assert info["models"] == ["mlp"]
     features = DatasetStore(out).read("features").to_pylist()
     assert features and all(len(f["values"]) == 164 * f["n_stores"] for f in features)
@@ -167,3 +168,55 @@ def test_export_to_metaschedule_json(collected, tmp_path):
     assert count == len(records)
     database = ms.database.JSONDatabase(work_dir=str(tmp_path / "ms"), allow_missing=False)
     assert len(database.get_all_tuning_records()) == count
+
+
+def test_programs_of_another_configuration_are_measured_again(collected, kernels):
+    """What a second CPU does: the same programs, rebuilt for its target, no sampling (here
+    the AVX2 build stands in for the other CPU)."""
+    out, _ = collected
+    stats = collect(str(out), kernels, ["host-sse4.2"], 3, programs_from=IDS[0])
+    assert stats.records > 0 and stats.not_rebuilt == 0
+    records, _ = load_records(out, ["workload", "sample", "decisions"])
+    by = {}
+    for r in records.to_pylist():
+        by.setdefault(r["target"], set()).add((r["workload"], r["sample"], r["decisions"]))
+    assert by[get_config("host-sse4.2").name] <= by[IDS[0]]
+    with pytest.raises(DatasetError, match="no records of 'nope'"):
+        collect(str(out), kernels, ["host-sse4.2"], 3, programs_from="nope")
+
+
+def test_a_compaction_killed_before_its_deletes_duplicates_nothing(tmp_path, monkeypatch):
+    store = DatasetStore(tmp_path / "ds", create=True)
+    row = {"workload": "w", "sample": 0, "space": 0, "decisions": "[]", "run_secs": [1e-3],
+           "mean_secs": 1e-3, "status": "ok", "error": None, "collected": 0.0}  # fmt: skip
+    for i in range(3):
+        store.write("records", [{**row, "sample": i}], "cpu-a")
+    (tmp_path / "ds" / "records" / "target=cpu-a" / "part-0-typo.parquet").write_bytes(b"x")
+    real_unlink = Path.unlink
+
+    def killed(self, *args, **kwargs):
+        raise KeyboardInterrupt  # the process dies right after the compacted file landed
+
+    monkeypatch.setattr(Path, "unlink", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.compact()
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+    records, report = load_records(tmp_path / "ds")
+    assert sorted(records["sample"].to_pylist()) == [0, 1, 2]  # not 6 rows
+    assert "skipped 1 unreadable files" in report.summary()
+    assert store.compact() == 3  # the leftovers go now; the unreadable part stays
+    parts = sorted(p.name for p in (tmp_path / "ds" / "records" / "target=cpu-a").iterdir())
+    assert len(parts) == 2 and "part-0-typo.parquet" in parts
+    assert sorted(load_records(tmp_path / "ds")[0]["sample"].to_pylist()) == [0, 1, 2]
+
+
+def test_a_kill_before_features_are_written_is_repaired_by_a_rerun(kernels, tmp_path):
+    """Records written, the process killed before the kernel's features: the kernel looks
+    complete, yet the rerun must write its features (it used to skip it forever)."""
+    out = tmp_path / "ds"
+    collect(str(out), kernels[:1], ["host-1core"], 3, seed=0)
+    for part in DatasetStore(out).files("features"):
+        part.unlink()
+    assert dataset_info(out)["programs_without_features"] == 3
+    again = collect(str(out), kernels[:1], ["host-1core"], 3, seed=0)
+    assert again.records == 0 and dataset_info(out)["programs_without_features"] == 0

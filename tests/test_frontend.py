@@ -101,3 +101,20 @@ def test_onnx_op_the_frontend_cannot_take(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with pytest.raises(ModelImportError, match="Celu"):
         load_onnx(path)
+
+
+def test_symbolic_dimension_warns_and_shape_option_sets_it(tiny_conv, tmp_path, caplog):
+    from transtune.cli import main
+
+    module, inputs = tiny_conv
+    path = _export_dynamic_batch(module, inputs, tmp_path / "m.onnx", dynamo=False)
+    with caplog.at_level("WARNING", logger="transtune.onnx_shapes"):
+        model = load_onnx(path)
+    assert model.inputs[0].shape[0] == 1 and "pinned to 1" in caplog.text
+    caplog.clear()
+    shape = "x=" + "x".join(str(d) for d in (2, *inputs[0].shape[1:]))
+    assert main(["kernels", str(path), "--shape", shape]) == 0
+    assert "pinned" not in caplog.text
+    with pytest.raises(SystemExit) as bad:
+        main(["kernels", str(path), "--shape", "x=2xZ"])
+    assert bad.value.code == 2

@@ -11,8 +11,8 @@ from transtune.dataset import DatasetStore
 from transtune.dataset.migrate import migrate_dataset
 from transtune.dataset.store import DatasetError
 from transtune.library import LibraryError, open_library
-from transtune.library import store as library_store
 from transtune.library.migrate import migrate_library
+from transtune.library.schema import SCHEMA
 from transtune.machine import cpu_short_name, fingerprint, hardware_id, host_info
 from transtune.targets import get_config, hardware_for, hardware_name, host_configs
 
@@ -21,6 +21,7 @@ ZEN3 = {
     "model": "1", "stepping": "0", "host_mcpu": "znver3", "l1d_kib": 32.0, "l2_kib": 512.0,
     "l3_kib": 32768.0,
 }  # fmt: skip
+OTHER = {**ZEN3, "host_mcpu": "not-this-cpu"}  # a CPU no test machine is
 
 
 def test_ids_are_derived_from_the_cpu():
@@ -82,8 +83,8 @@ def test_library_of_schema_1_is_migrated(tmp_path):
     _schema_1_library(url, host.mcpu)
     with pytest.raises(LibraryError, match="library migrate"):
         open_library(url)
-    with pytest.raises(LibraryError, match="the CPU given is a 'znver3'"):
-        migrate_library(url, ZEN3)
+    with pytest.raises(LibraryError, match="the CPU given is a 'not-this-cpu'"):
+        migrate_library(url, OTHER)
     renamed = migrate_library(url, host.cpu())
     config = get_config("host")
     assert renamed == {"host": config.name} and migrate_library(url, host.cpu()) == {}
@@ -101,8 +102,8 @@ def test_dataset_of_format_1_is_migrated(tmp_path):
     _format_1_dataset(out, host.mcpu)
     with pytest.raises(DatasetError, match="dataset migrate"):
         DatasetStore(out)
-    with pytest.raises(DatasetError, match="the CPU given is a 'znver3'"):
-        migrate_dataset(out, ZEN3)
+    with pytest.raises(DatasetError, match="the CPU given is a 'not-this-cpu'"):
+        migrate_dataset(out, OTHER)
     renamed = migrate_dataset(out, host.cpu())
     ids = {alias: get_config(alias).name for alias in ("host", "host-avx2-1core")}
     assert renamed == ids and migrate_dataset(out, host.cpu()) == {}
@@ -128,7 +129,7 @@ def _schema_1_library(path, mcpu: str) -> None:
         "CREATE TABLE IF NOT EXISTS targets (id INTEGER PRIMARY KEY, "
         "key TEXT NOT NULL UNIQUE, name TEXT)"
     )
-    schema = library_store._SCHEMA
+    schema = SCHEMA
     start = schema.index("CREATE TABLE IF NOT EXISTS targets")
     schema = schema[:start] + old_targets + schema[schema.index(";", start) :]
     key = json.dumps({"keys": ["cpu"], "kind": "llvm", "mcpu": mcpu, "num-cores": 2, "tag": ""},

@@ -1,14 +1,17 @@
 """The schedule library: target-aware records, concurrency, JSON import/export."""
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
+from transtune.cli import main
 from transtune.library import LibraryError, open_library, target_key
 from transtune.library.database import LibraryDatabase
 from transtune.library.jsondb import export_json, import_json
@@ -72,6 +75,8 @@ def test_json_round_trip(tuned_work_dir, tmp_path, library_url):
     with open_library(library_url) as lib:
         report = import_json(lib, tuned_work_dir, model="mm")
         assert report.skipped == [] and report.records == 8 and report.workloads == 1
+        again = import_json(lib, tuned_work_dir, model="mm")  # idempotent
+        assert (again.records, again.duplicates, lib.count_records()) == (0, 8, 8)
         exported = export_json(lib, tmp_path / "out")
         assert exported == 8
         before = sorted((json.dumps(r.trace), r.run_secs, r.target_key) for r in lib.records())
@@ -190,5 +195,71 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
         (best,) = tuned.get_top_k(ms.database.Workload(matmul(16)), 1)
         assert float(best.run_secs[0]) == pytest.approx(1e-3)
         assert len(tuned.get_all_tuning_records()) == 1
-        assert b.merge(a) == (1, 5)  # everything, failures included
-        assert b.count_records(bid) == 7 and len(b.curve("tune:m1:host")) == 1
+        assert b.merge(a) == (1, 3)  # everything, failures included, but what b holds
+        assert b.count_records(bid) == 5 and len(b.curve("tune:m1:host")) == 1
+        assert b.merge(a) == (1, 0) and b.merge(b) == (1, 0)  # repeated and self-merge: no-ops
+
+
+def test_read_commands_never_create_or_change_a_library(tmp_path, capsys):
+    missing = tmp_path / "typo.db"
+    assert main(["library", "info", "--library", str(missing)]) == 2
+    assert "no library at" in capsys.readouterr().err and not missing.exists()
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    before = foreign.read_bytes()
+    with pytest.raises(LibraryError, match="not a transtune library"):
+        open_library(foreign)
+    assert foreign.read_bytes() == before and not Path(f"{foreign}-wal").exists()
+    url = tmp_path / "lib.db"
+    with open_library(url) as lib:
+        lib.add_record(lib.add_workload(matmul(8)), get_config("host"), [[], []], [1e-3])
+    stamp = url.stat().st_mtime_ns, url.read_bytes()
+    with open_library(url, read_only=True) as lib:
+        assert lib.info()["records"] == 1
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            lib.add_workload(matmul(16))
+    assert (url.stat().st_mtime_ns, url.read_bytes()) == stamp
+    assert not Path(f"{url}-wal").exists() and not Path(f"{url}-shm").exists()
+
+
+def test_bad_run_times_are_refused_and_export_keeps_existing_logs(tmp_path):
+    with open_library(tmp_path / "lib.db") as lib:
+        wid = lib.add_workload(matmul(8))
+        for bad in ([0.0], [-1e-3], [float("nan")], [float("inf")]):
+            with pytest.raises(ValueError, match="positive and finite"):
+                lib.add_record(wid, get_config("host"), [[], []], bad)
+        lib.add_record(wid, get_config("host"), [[], []], [1e-3])
+        out = tmp_path / "logs"
+        out.mkdir()
+        (out / "database_tuning_record.json").write_text("precious\n")
+        with pytest.raises(LibraryError, match="holds a MetaSchedule database already"):
+            export_json(lib, out)
+        assert (out / "database_tuning_record.json").read_text() == "precious\n"
+
+
+def test_a_corrupt_row_is_skipped_and_counted(tmp_path):
+    url = tmp_path / "lib.db"
+    config = get_config("host")
+    with open_library(url) as lib:
+        wid = lib.add_workload(matmul(8), "matmul", model="m")
+        good = lib.add_record(wid, config, [[], []], [2e-3])
+        bad = lib.add_record(wid, config, [[], []], [1e-3])
+    with sqlite3.connect(url) as conn:
+        conn.execute("UPDATE records SET trace = '{not json' WHERE id = ?", (bad,))
+    with open_library(url, read_only=True) as lib:
+        assert [r.id for r in lib.records()] == [good]
+        assert lib.info()["unreadable_records"] == 1
+        assert [r.id for _, _, _, r in lib.best_by_class("matmul", config)] == []  # best is bad
+        view = LibraryDatabase(lib, config)
+        assert len(view.get_top_k(ms.database.Workload(matmul(8)), 2)) == 1
+
+
+def test_postgresql_passwords_are_never_shown():
+    from transtune.library.backend import redact
+
+    assert redact("postgresql://me:s3cret@db/lib") == "postgresql://me:***@db/lib"
+    assert redact("postgresql://me@db/lib") == "postgresql://me@db/lib"
+    with pytest.raises(LibraryError) as err:
+        open_library("postgresql://me:s3cret@127.0.0.1:1/nothing")
+    assert "s3cret" not in str(err.value)

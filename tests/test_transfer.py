@@ -167,7 +167,13 @@ def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):
         assert compiled.missing_records == []
         expected = model.torch_module(*model.torch_inputs()).detach().numpy()
         np.testing.assert_allclose(compiled.run(model.inputs)[0], expected, rtol=1e-4, atol=1e-4)
-        # With sampling off, nothing beats the naive build: the kernel stays untuned.
+        # Resumed (after an interruption, say): the committed winner is kept, not re-measured.
+        count = lib.count_records()
+        resumed = transfer_tune(model, lib, "host", sample=16, resume=True)
+        (r,) = [r for r in resumed.kernels if r.kernel.name == k.kernel.name]
+        assert (r.stage, r.sampled, r.best_secs) == ("sampled", 0, k.best_secs)
+        assert lib.count_records() == count
+    # With sampling off and no donor, nothing is tried: the kernel stays at the naive build.
     with open_library(tmp_path / "empty.db") as empty:
         again = transfer_tune(model, empty, "host", sample=0)
         assert [k.stage for k in again.kernels] == ["untuned"] * len(again.kernels)

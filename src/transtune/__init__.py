@@ -45,6 +45,8 @@ _API = {
     "benchmark": "benchmark",
     "BenchResult": "benchmark",
     "TranstuneError": "errors",
+    "Workflow": "workflow",
+    "open_library": "library",
 }
 
 __all__ = sorted(_API)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -82,7 +83,7 @@ def _cmd_kernels(args: argparse.Namespace) -> None:
     from .tasks import extract_kernels
 
     config = get_config(args.target)
-    model = load(args.model, args.batch, args.size)
+    model = load(args.model, args.batch, args.size, dict(args.shape or ()))
     kernels = extract_kernels(model.mod, config.tvm_target())
     table = Table(title=f"{model.name}: {len(kernels)} kernels on {config.name}")
     for col in ("kernel", "class", "weight", "GFLOPs (x weight)", "shapes"):
@@ -109,11 +110,13 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     from .targets import get_config
 
     config = get_config(args.target)
-    model = load(args.model, args.batch, args.size)
-    library = open_library(args.library) if args.library else None
+    model = load(args.model, args.batch, args.size, dict(args.shape or ()))
+    library = open_library(args.library, read_only=True) if args.library else None
     database = None
     if args.database:
-        database = _open_json_database(args.database)
+        from .library.jsondb import open_json_database
+
+        database = open_json_database(args.database)
     elif library is not None:
         database = LibraryDatabase(library, config)
     try:
@@ -143,6 +146,29 @@ def _cmd_bench(args: argparse.Namespace) -> None:
         console.print(f"wrote {args.json}")
 
 
+def _cmd_compile(args: argparse.Namespace) -> None:
+    from .compile import compile_model
+    from .frontend import load
+    from .library import open_library
+    from .library.database import LibraryDatabase
+    from .targets import get_config
+
+    config = get_config(args.target)
+    model = load(args.model, args.batch, args.size, dict(args.shape or ()))
+    with open_library(args.library, read_only=True) as library:
+        compiled = compile_model(model, config, LibraryDatabase(library, config))
+    path = compiled.export(args.output)
+    console.print(
+        f"{model.name} for {config.name}: {len(compiled.applied_records)} kernels with a "
+        f"schedule from {args.library}; wrote {path} and {path}.json"
+    )
+    if compiled.missing_records:
+        console.print(
+            f"[yellow]{len(compiled.missing_records)} kernels have no record and are built "
+            f"untuned: {', '.join(compiled.missing_records)}"
+        )
+
+
 def _cmd_library(args: argparse.Namespace) -> None:
     from .library import open_library
     from .library.jsondb import export_json, import_json
@@ -155,7 +181,7 @@ def _cmd_library(args: argparse.Namespace) -> None:
             ", ".join(f"{old} -> {new}" for old, new in renamed.items()) or "already at schema 2"
         )
         return
-    with open_library(args.library) as lib:
+    with open_library(args.library, read_only=args.action in ("info", "ls", "export")) as lib:
         if args.action == "info":
             info = lib.info()
             for key, value in info.items():
@@ -181,7 +207,7 @@ def _cmd_library(args: argparse.Namespace) -> None:
             count = export_json(lib, args.path)
             console.print(f"exported {count} records to {args.path}")
         elif args.action == "merge":
-            with open_library(args.path) as source:
+            with open_library(args.path, read_only=True) as source:
                 workloads, records = lib.merge(source, top_k=args.top_k)
             console.print(f"merged {records} records of {workloads} workloads from {args.path}")
 
@@ -230,12 +256,14 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
             stats = collect(
                 args.out, kernels, args.targets.split(","), args.per_kernel, args.seed, update,
                 rpc=args.rpc, key=args.key,
+                programs_from=hardware_name(args.programs_from) if args.programs_from else None,
             )  # fmt: skip
         console.print(
             f"{stats.records} new records ({stats.failures} failed) for {stats.kernels_done} "
             f"kernels in {stats.seconds:.0f} s ({stats.records_per_minute:.0f} records/min); "
             f"{stats.kernels_skipped} kernels already complete, {stats.kernels_without_space} "
-            "without a design space"
+            "without a design space or program to take"
+            + (f", {stats.not_rebuilt} programs did not rebuild" if stats.not_rebuilt else "")
             + ("; interrupted, rerun to resume" if stats.interrupted else "")
         )
         if stats.interrupted:
@@ -253,12 +281,8 @@ def _progress():
 
 
 def _cmd_tune(args: argparse.Namespace) -> None:
-    from .frontend import load
-    from .library import open_library
-    from .tuning import GUIDED_SEARCH, tune
-
-    with open_library(args.library) as lib, _progress() as progress:
-        model = load(args.model, args.batch, args.size)
+    with _workflow(args) as wf, _progress() as progress:
+        model = wf.model
         bar = progress.add_task(f"tuning {model.name}", total=args.trials or args.time, info="")
 
         def update(tuner) -> None:
@@ -267,11 +291,9 @@ def _cmd_tune(args: argparse.Namespace) -> None:
             info = f"{tuner.new_trials} trials, est. {1e3 * latency:.2f} ms"
             progress.update(bar, completed=done, info=info)
 
-        result = tune(
-            model, lib, args.target, trials=args.trials, per_kernel=args.per_kernel,
-            time_budget=args.time, num_trials_per_iter=args.batch_size, seed=args.seed,
-            on_update=update, runner=_runner(args), cost_model=_cost_model(args, model),
-            search=GUIDED_SEARCH if args.cost_model else None,
+        result = wf.tune(
+            trials=args.trials, per_kernel=args.per_kernel, time_budget=args.time,
+            num_trials_per_iter=args.batch_size, seed=args.seed, on_update=update,
             device=_device(args).as_dict() if args.rpc else None,
         )  # fmt: skip
     table = Table(
@@ -294,22 +316,14 @@ def _cmd_tune(args: argparse.Namespace) -> None:
 
 def _cmd_transfer(args: argparse.Namespace) -> None:
     from .benchmark import benchmark
-    from .frontend import load
-    from .library import open_library
-    from .library.database import LibraryDatabase
-    from .targets import get_config
-    from .transfer import transfer_tune
-    from .tuning import GUIDED_SEARCH, tune
 
-    config = get_config(args.target)
-    with open_library(args.library) as lib:
-        model = load(args.model, args.batch, args.size)
-        guide = _cost_model(args, model)
+    with _workflow(args) as wf:
+        model, config = wf.model, wf.config
         with console.status(f"transfer-tuning {model.name}") as status:
-            result = transfer_tune(
-                model, lib, config, donors=args.donors.split(",") if args.donors else None,
-                max_candidates=args.max_candidates, policy=args.policy, runner=_runner(args),
-                cost_model=guide if args.cost_model else None, measure_top=args.measure_top,
+            result = wf.transfer(
+                donors=args.donors.split(",") if args.donors else None,
+                max_candidates=args.max_candidates, policy=args.policy,
+                measure_top=args.measure_top, resume=args.resume,
                 on_kernel=lambda k: status.update(f"{k.kernel.name}: {k.speedup:.1f}x"),
                 device=_device(args).as_dict() if args.rpc else None,
             )  # fmt: skip
@@ -334,19 +348,15 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
         stages = Counter(k.stage for k in result.kernels)
         console.print("kernels by stage: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
         if args.budget:
-            tuned = tune(
-                model, lib, config, time_budget=args.budget, runner=_runner(args),
-                cost_model=guide, search=GUIDED_SEARCH if args.cost_model else None,
-                device=_device(args).as_dict() if args.rpc else None,
-            )  # fmt: skip
+            tuned = wf.tune(
+                time_budget=args.budget, device=_device(args).as_dict() if args.rpc else None
+            )
             console.print(f"search continued for {tuned.seconds:.0f} s: {tuned.new_trials} trials")
         timings = benchmark(model, config, None, repeat=3, runtimes=("tvm",)).timings
-        bench = benchmark(
-            model, config, LibraryDatabase(lib, config), args.repeat, label="tvm-transferred"
-        )
+        bench = wf.benchmark(args.repeat, label="tvm-transferred")
         timings += bench.timings[:1]
-        if result.fully_tuned(lib):
-            full = LibraryDatabase(lib, config, read=("tuned",))
+        if result.fully_tuned(wf.library):
+            full = wf.database(read=("tuned",))
             timings += benchmark(model, config, full, args.repeat, runtimes=("tvm",)).timings
         timings += bench.timings[1:]
     table = Table(title=f"{model.name} end to end, {config.num_threads} threads")
@@ -355,6 +365,18 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
     for t in timings:
         table.add_row(t.runtime, f"{t.median_ms:.2f}")
     console.print(table)
+
+
+def _workflow(args: argparse.Namespace):
+    """The workflow of a ``tune``/``transfer`` command: its model, library, target, runner and
+    cost model (``--cost-model``, for the device that measures: ``--rpc`` or this host)."""
+    from .frontend import load
+    from .workflow import Workflow
+
+    model = load(args.model, args.batch, args.size, dict(args.shape or ()))
+    device = _device(args) if args.rpc else None
+    return Workflow(model, args.library, args.target, runner=_runner(args),
+                    cost_model=args.cost_model, device=device)  # fmt: skip
 
 
 def _cmd_costmodel(args: argparse.Namespace) -> None:
@@ -366,6 +388,9 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     from .dataset import splits as sp
     from .targets import hardware_name
 
+    out_dir = Path(args.checkpoint).absolute().parent
+    if args.action == "train" and not (out_dir.is_dir() and os.access(out_dir, os.W_OK)):
+        raise TranstuneError(f"cannot write {args.checkpoint}: no writable directory {out_dir}")
     report = ReadReport()
     targets = [hardware_name(t) for t in args.targets.split(",")] if args.targets else None
     data = load_data(args.data, targets, report)
@@ -423,20 +448,6 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     console.print(table)
 
 
-def _cost_model(args: argparse.Namespace, model):
-    """A pre-trained cost model guiding the search (``--cost-model``), else MetaSchedule's XGB."""
-    if not args.cost_model:
-        return "xgb"
-    from .costmodel.metaschedule import LearnedCostModel
-    from .targets import get_config
-    from .tasks import extract_kernels
-
-    config = get_config(args.target)
-    kernels = extract_kernels(model.mod, config.tvm_target())
-    classes = {k.workload_hash: k.kernel_class for k in kernels}
-    return LearnedCostModel(args.cost_model, _device(args).vector(), classes)
-
-
 def _device(args: argparse.Namespace):
     """The hardware descriptor of what measures: the RPC device (``--rpc``) or this host."""
     if getattr(args, "_device", None) is None:
@@ -467,10 +478,13 @@ def _runner(args: argparse.Namespace):
 
 
 def _cmd_rpc(args: argparse.Namespace) -> None:
+    import signal
     import time
 
     from .rpc import LocalCluster
 
+    # SIGTERM (a service manager, `kill`) stops the tracker and servers as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with LocalCluster(args.servers, args.key, args.host, args.port) as cluster:
         console.print(
             f"RPC tracker at {cluster.tracker} with {args.servers} servers (key {args.key!r}); "
@@ -508,6 +522,18 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _shape(text: str) -> tuple[str, list[int]]:
+    """An argparse type: ``NAME=1x3x224x224``."""
+    name, _, dims = text.partition("=")
+    try:
+        shape = [_positive(int)(d) for d in dims.split("x")]
+    except argparse.ArgumentTypeError:
+        shape = []
+    if not name or not shape:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=DIMxDIM..., e.g. input=1x3x224x224")
+    return name, shape
+
+
 def _positive_list(text: str) -> tuple[int, ...]:
     """An argparse type: comma-separated positive integers (``1,4``)."""
     return tuple(_positive(int)(part) for part in text.split(","))
@@ -525,28 +551,13 @@ def _add_rpc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", default="local", help="device key at the RPC tracker")
 
 
-def _open_json_database(work_dir: str):
-    from tvm.s_tir import meta_schedule as ms
-
-    from .library import plain
-    from .library.trust import trace_problem
-
-    path = Path(work_dir)
-    if not (path / "database_workload.json").is_file():
-        raise TranstuneError(f"{work_dir} is not a MetaSchedule JSON database work dir")
-    database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
-    for i, record in enumerate(database.get_all_tuning_records()):
-        problem = trace_problem(plain(record.trace.as_json()))
-        if problem is not None:
-            raise TranstuneError(f"{work_dir}: tuning record {i + 1}: {problem}")
-    return database
-
-
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo model name (see `transtune models`) or path to an .onnx file")
     p.add_argument("--batch", type=_positive(), default=1, help="batch size (zoo models)")
     p.add_argument("--size", type=_positive(), default=None, help="image side or sequence length")
     p.add_argument("--target", default="host", help="target configuration (`transtune targets`)")
+    p.add_argument("--shape", type=_shape, action="append", metavar="NAME=1x3x224x224",
+                   help="ONNX files: an input's shape (repeatable)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -568,6 +579,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=_positive(), default=5, help="timed repeats per runtime")
     p.add_argument("--json", help="also write the result as JSON to this path")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("compile", help="compile a model with a library's schedules, export it")
+    _add_model_args(p)
+    p.add_argument("--library", required=True, help="schedule library (URL or path)")
+    p.add_argument("-o", "--output", required=True, help="the shared library to write (.so)")
+    p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("tune", help="tune a model's kernels into a schedule library")
     _add_model_args(p)
@@ -592,6 +609,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--cost-model",
         help="a trained cost model: measure only the best scored donor schedules per kernel "
         "(--measure-top), and guide the continued search (--budget)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the kernels an interrupted transfer of this model committed",
     )
     p.add_argument("--measure-top", type=_positive(), default=2,
                    help="donor schedules measured per kernel, with --cost-model")  # fmt: skip
@@ -630,6 +652,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", type=_positive_list,
                    help="collect: comma-separated image sides / sequence lengths")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--programs-from", metavar="HARDWARE_ID",
+                   help="collect: measure the programs of this id's records (another CPU's) "
+                   "instead of sampling")  # fmt: skip
     p.add_argument("--out", help="collect: dataset directory; export: MetaSchedule work dir")
     p.add_argument("--target", help="export: the configuration to export (default host)")
     p.add_argument("--strategy", default="diversity", help="prune: strategy, or a+b")

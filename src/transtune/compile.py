@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .errors import TranstuneError
 from .frontend import ImportedModel
 from .targets import TargetConfig, get_config
 from .tasks import preprocess
@@ -31,6 +35,7 @@ class CompiledModel:
     executable: Any = field(repr=False)
     missing_records: list[str] = field(default_factory=list)  # kernels left untuned
     applied_records: list[str] = field(default_factory=list)  # kernels with a tuned schedule
+    inputs: list[dict] = field(default_factory=list)  # {"name", "shape", "dtype"} per input
 
     def __post_init__(self) -> None:
         import tvm
@@ -56,6 +61,35 @@ class CompiledModel:
             "main", self._device, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms
         )
         return list(timer(*self._tensors(inputs)).results)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """Write the compiled model as a shared library that the TVM runtime alone loads, and
+        beside it ``PATH.json``: its inputs and outputs (names, shapes, dtypes), the hardware
+        id and target it was built for, and the kernels left untuned. Load and run it with::
+
+            import json, numpy as np, tvm
+            from tvm import relax
+            meta = json.load(open("model.so.json"))
+            vm = relax.VirtualMachine(tvm.runtime.load_module("model.so"), tvm.cpu())
+            args = [tvm.runtime.tensor(np.zeros(i["shape"], i["dtype"])) for i in meta["inputs"]]
+            out = vm["main"](*args)  # a Tensor, or a tuple of them as meta["outputs"] lists
+        """
+        path = Path(path)
+        folder = path.absolute().parent
+        if not (folder.is_dir() and os.access(folder, os.W_OK)):
+            raise TranstuneError(f"cannot write {path}: no writable directory {folder}")
+        example = [np.zeros(i["shape"], i["dtype"]) for i in self.inputs]
+        outputs = self.run(example)
+        self.executable.export_library(str(path))
+        meta = {
+            "model": self.name, "hardware": self.config.name, "target": self.config.target,
+            "threads": self.config.num_threads, "inputs": self.inputs,
+            "outputs": [{"name": f"output{i}", "shape": list(o.shape), "dtype": str(o.dtype)}
+                        for i, o in enumerate(outputs)],
+            "untuned_kernels": self.missing_records,
+        }  # fmt: skip
+        Path(f"{path}.json").write_text(json.dumps(meta, indent=1))
+        return path
 
 
 def _flatten(value) -> list[np.ndarray]:
@@ -92,7 +126,10 @@ def compile_model(
                 model.name, len(missing), len(missing) + len(applied), ", ".join(missing),
             )  # fmt: skip
     executable = relax.build(fused, target=target)
-    return CompiledModel(model.name, config, executable, missing, applied)
+    names = [str(p.name) for p in model.mod["main"].params]
+    inputs = [{"name": n, "shape": list(x.shape), "dtype": str(x.dtype)}
+              for n, x in zip(names, model.inputs, strict=False)]  # fmt: skip
+    return CompiledModel(model.name, config, executable, missing, applied, inputs)
 
 
 def _records_available(fused, target, database) -> tuple[list[str], list[str]]:

@@ -123,10 +123,18 @@ def export_onnx(imported: ImportedModel, path: str | os.PathLike, dynamo: bool =
     return path
 
 
-def load(model: str, batch_size: int = 1, size: int | None = None) -> ImportedModel:
-    """A zoo model by name, or an ONNX file by path (``*.onnx``)."""
+def load(
+    model: str,
+    batch_size: int = 1,
+    size: int | None = None,
+    shapes: dict[str, list[int]] | None = None,
+) -> ImportedModel:
+    """A zoo model by name, or an ONNX file by path (``*.onnx``; ``shapes`` pins its inputs'
+    shapes by name)."""
     if model.endswith(".onnx") or os.sep in model:
         if batch_size != 1 or size is not None:
             raise ModelImportError("batch size and size apply to zoo models, not ONNX files")
-        return load_onnx(model)
+        return load_onnx(model, shapes)
+    if shapes:
+        raise ModelImportError("--shape applies to ONNX files; zoo models take --batch/--size")
     return from_zoo(model, batch_size=batch_size, size=size)

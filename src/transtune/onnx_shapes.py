@@ -10,6 +10,7 @@ changes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -73,6 +74,11 @@ def _with_static_inputs(
             raise ValueError(f"input {inp.name!r} has rank {len(dims)}, shape {list(given)} given")
         for k, dim in enumerate(dims):
             value = given[k] if given is not None else (dim.dim_value or default_dim)
+            if given is None and not dim.dim_value:
+                logging.getLogger(__name__).warning(
+                    "%s: dimension %d (%s) is symbolic, pinned to %d (set it with --shape "
+                    "%s=...)", inp.name, k, dim.dim_param or "?", default_dim, inp.name,
+                )  # fmt: skip
             dim.Clear()
             dim.dim_value = int(value)
     # Stale value_info from the exporter may carry symbolic dims; inference recomputes them.

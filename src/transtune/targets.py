@@ -58,9 +58,17 @@ def make_target(spec: dict[str, Any] | str):
         raise TargetError(f"invalid target {spec!r}: {str(err).splitlines()[-1]}") from None
 
 
-def isa_levels() -> dict[str, str]:
-    """Restricted x86 ISA levels and the LLVM CPU each is built for (``avx2``: haswell)."""
-    return dict(_ISA_LEVELS)
+def foreign_cpu(spec: dict[str, Any], cpu: dict) -> str | None:
+    """Why records of the CPU target ``spec`` cannot have been measured on ``cpu`` (a
+    full-ISA target built for another LLVM CPU), or None if they can (migrations ask)."""
+    mcpu = spec.get("mcpu")
+    if mcpu and mcpu not in _ISA_LEVELS.values() and mcpu != cpu.get("host_mcpu"):
+        return (
+            f"a target was built for {mcpu!r}, but the CPU given is a {cpu.get('host_mcpu')!r} "
+            f"({cpu.get('model_name')}); migrate it on that CPU or pass its description "
+            "(`transtune targets --json` there) with --cpu"
+        )
+    return None
 
 
 def hardware_name(name: str) -> str:

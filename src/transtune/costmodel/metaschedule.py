@@ -38,8 +38,7 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         super().__init__()
         self.model = load(model) if isinstance(model, str) else model
         self.hardware = np.asarray(hardware, dtype=np.float32)
-        known = {c: i for i, c in enumerate(self.model.classes)}
-        self.classes = {w: known[c] for w, c in (kernel_classes or {}).items() if c in known}
+        self.classes = {w: self.model.class_id(c) for w, c in (kernel_classes or {}).items()}
         self.update_steps, self.update_rows = update_steps, update_rows
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self.seen: list[tuple] = []  # (stores, tokens, seconds, task, *task info)
@@ -97,7 +96,8 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
 
         key = str(ms.database.Workload(context.mod).as_json()[0])
         flops = float(analysis.estimate_tir_flops(context.mod))
-        return math.log2(max(flops, 1.0)), self.classes.get(key, 0), key
+        unseen = self.model.class_id("")  # a task whose class is not known: the spare id
+        return math.log2(max(flops, 1.0)), self.classes.get(key, unseen), key
 
     def _data(self, rows: list[tuple]) -> CostData:
         """CostData of (stores, tokens, seconds, group, log2 FLOPs, class id, workload) rows."""

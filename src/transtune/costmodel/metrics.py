@@ -5,8 +5,9 @@ Predictions are scores: higher means faster.
 
 - pairwise comparison accuracy (PCA): over all pairs of a group's records with different
   latencies, the fraction the scores order correctly;
-- peak@k: best latency of the group / best latency among its k top-scored records (1 when
-  the true best is among them);
+- peak@k (TenSet's ``metric_peak_score``): the mean, over the first 1..k of the group's
+  top-scored records, of best latency / best latency among those picks so far (the max-curve
+  of normalized throughput, averaged); peak@1 is best / latency of the top-scored record;
 - top-k recall: the share of the group's k fastest records among its k top-scored ones;
 - network top-k score: sum over a network's kernels of weight x best latency, divided by the
   same sum taking each kernel's best among its k top-scored records.
@@ -36,7 +37,8 @@ def per_group(score: np.ndarray, latency: np.ndarray, group: np.ndarray, ks=(1, 
         by_score = np.argsort(-s, kind="stable")
         by_latency = np.argsort(lat, kind="stable")
         for k in ks:
-            peaks[k].append(lat.min() / lat[by_score[:k]].min())
+            so_far = np.minimum.accumulate(lat[by_score[:k]])
+            peaks[k].append(float(np.mean(lat.min() / so_far)))
             kk = min(k, len(idx))
             recalls[k].append(len(set(by_score[:kk]) & set(by_latency[:kk])) / kk)
     return {"pca": np.asarray(pca), "size": np.asarray(sizes), "peak": peaks, "recall": recalls}

@@ -44,6 +44,14 @@ class _Base:
     classes: list[str] = []  # kernel classes of the training data (the class ids' meaning)
     trained_on: list[str] = []  # hardware ids of the records it was trained on
 
+    def class_id(self, kernel_class: str) -> int:
+        """The id this model knows ``kernel_class`` by; a class it never saw gets the spare
+        id ``len(classes)`` (not 0, which is a real class)."""
+        try:
+            return self.classes.index(kernel_class)
+        except ValueError:
+            return len(self.classes)
+
     def _note_hardware(self, data: CostData, rows: np.ndarray) -> None:
         self.trained_on = sorted(set(self.trained_on) | {str(t) for t in data.target[rows]})
 
@@ -52,8 +60,7 @@ class _Base:
         model never saw gets a spare id); data without a class list is taken as is."""
         if not self.classes or not data.classes or list(data.classes) == self.classes:
             return data
-        known = {c: i for i, c in enumerate(self.classes)}
-        lookup = np.asarray([known.get(c, len(self.classes)) for c in data.classes], np.int32)
+        lookup = np.asarray([self.class_id(c) for c in data.classes], np.int32)
         return replace(data, kernel_class=lookup[data.kernel_class], classes=list(self.classes))
 
     def _header(self) -> dict:
@@ -148,6 +155,7 @@ class TorchConfig:
     groups_per_batch: int = 16
     seed: int = 0
     net: dict = field(default_factory=dict)  # keyword arguments of the network
+    validation: float = 0.0  # share of the training kernels held out to pick the best epoch
 
 
 class TorchCostModel(_Base):
@@ -161,8 +169,9 @@ class TorchCostModel(_Base):
             raise CostModelError(f"unknown architecture {self.config.arch!r}")
         import torch
 
-        torch.manual_seed(self.config.seed)
-        self.net = NETS[self.config.arch](**self.config.net)
+        with torch.random.fork_rng():  # seeded weights; the caller's RNG stays as it was
+            torch.manual_seed(self.config.seed)
+            self.net = NETS[self.config.arch](**self.config.net)
         self.history: dict = {}
 
     @property
@@ -174,10 +183,12 @@ class TorchCostModel(_Base):
 
         c = self.config
         self.classes = self.classes or list(data.classes)
-        self._note_hardware(data, self._rows(data, index))
+        rows = self._rows(data, index)
+        self._note_hardware(data, rows)
+        rows, held = _hold_out_kernels(data, rows, c.validation, c.seed)
         self.history = train(
-            self.net, self._aligned(data), self._rows(data, index), c.loss, c.epochs,
-            c.groups_per_batch, c.lr, c.weight_decay, c.seed, on_epoch,
+            self.net, self._aligned(data), rows, c.loss, c.epochs, c.groups_per_batch, c.lr,
+            c.weight_decay, c.seed, on_epoch, held,
         )  # fmt: skip
         return self
 
@@ -204,6 +215,18 @@ class TorchCostModel(_Base):
         model.classes = payload.get("classes", [])
         model.trained_on = payload.get("trained_on", [])
         return model
+
+
+def _hold_out_kernels(data: CostData, rows: np.ndarray, share: float, seed: int):
+    """(training rows, validation rows): ``share`` of the kernels (workloads) held out, so
+    that the epoch is picked on kernels the model does not train on (None: no validation)."""
+    if share <= 0:
+        return rows, None
+    kernels = np.unique(data.workload[rows])
+    rng = np.random.default_rng(seed)
+    held = set(rng.choice(kernels, max(1, round(share * len(kernels))), replace=False))
+    mask = np.asarray([w in held for w in data.workload[rows]])
+    return rows[~mask], rows[mask]
 
 
 KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel}

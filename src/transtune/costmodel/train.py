@@ -1,5 +1,6 @@
 """The training loop of the PyTorch cost models: batches of whole groups, Adam, a ranking
-loss; seeded, CPU."""
+loss; seeded with its own RNG state (the caller's torch RNG is left as it was), CPU. With
+validation rows, the weights of the epoch with the best validation PCA are kept."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from .data import CostData
 from .losses import LOSSES
+from .metrics import evaluate
 
 
 def _pad(segments: list[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -58,9 +60,18 @@ def train(
     weight_decay: float = 1e-4,
     seed: int = 0,
     on_epoch: Callable[[int, float], None] | None = None,
+    validation: np.ndarray | None = None,
 ) -> dict:
-    """Train ``net`` on rows ``index`` of ``data``; returns losses and seconds."""
-    torch.manual_seed(seed)
+    """Train ``net`` on rows ``index`` of ``data``; returns losses, seconds and, with
+    ``validation`` rows, their PCA per epoch and the epoch whose weights were kept."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, seed,
+                      on_epoch, validation)  # fmt: skip
+
+
+def _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, seed, on_epoch,
+           validation) -> dict:  # fmt: skip
     rng = np.random.default_rng(seed)
     loss_fn = LOSSES[loss]
     optimizer = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
@@ -69,6 +80,7 @@ def train(
     by_group = {g: index[groups == g] for g in np.unique(groups)}
     keys = np.asarray(list(by_group))
     history, start = [], time.perf_counter()
+    val_pca, best_state = [], None
     for epoch in range(epochs):
         net.train()
         rng.shuffle(keys)
@@ -89,6 +101,16 @@ def train(
             total += value.item() * len(rows)
         schedule.step()
         history.append(total / max(1, len(index)))
+        if validation is not None and len(validation):
+            pca = evaluate(predict(net, data, validation), data.latency[validation],
+                           data.group[validation], ks=(1,))["pca"]  # fmt: skip
+            if not val_pca or pca > max(val_pca):
+                best_state = {k: v.clone() for k, v in net.state_dict().items()}
+            val_pca.append(pca)
         if on_epoch is not None:
             on_epoch(epoch, history[-1])
-    return {"loss": history, "seconds": time.perf_counter() - start}
+    out = {"loss": history, "seconds": time.perf_counter() - start}
+    if best_state is not None:
+        net.load_state_dict(best_state)
+        out |= {"val_pca": val_pca, "best_epoch": int(np.argmax(val_pca))}
+    return out

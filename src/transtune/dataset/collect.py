@@ -6,7 +6,11 @@ schedules are sampled from the design space of the first target configuration
 (:mod:`.sampling`, deterministic seeds) and each is measured on every configuration. Configs
 that compile alike (same target apart from the core count, e.g. ``host`` and ``host-1core``)
 share one build, timed once per thread count. Every measurement is kept, failures with their
-status and reason, in the partition of the hardware id it was measured on. Rerunning skips
+status and reason, in the partition of the hardware id it was measured on. With
+``programs_from`` (a hardware id the dataset holds), nothing is sampled: the programs measured
+there are rebuilt (decisions replayed on the stored design space, the new target's
+postprocessors applied) and measured on the new configurations, so that each program has a
+latency on both CPUs (``transtune dataset collect --programs-from epyc-znver4-2c``). Rerunning skips
 what the directory holds; resuming with another seed, evaluator or sampling target (which
 would pair one program's features with another's latencies) is refused, and so is measuring
 under a hardware id that the dataset holds for another CPU.
@@ -27,7 +31,7 @@ from ..hardware import describe
 from ..measure import load_cpu_tensor_intrinsics, local_runner, measure_on, warm_builder
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel
-from .sampling import design_spaces, kernel_seed, sample
+from .sampling import Sample, design_spaces, kernel_seed, rebuild, sample
 from .store import DatasetError, DatasetStore
 
 # Fixed evaluator for every dataset measurement: 1 warm-up, 3 repeats (all kept), each the
@@ -48,7 +52,8 @@ class DatasetKernel:
 class CollectStats:
     kernels_done: int = 0
     kernels_skipped: int = 0  # complete already
-    kernels_without_space: int = 0  # no schedulable block: nothing to sample
+    kernels_without_space: int = 0  # no schedulable block (or no program to take): nothing to do
+    not_rebuilt: int = 0  # programs taken from another partition that no longer apply
     records: int = 0
     failures: int = 0
     seconds: float = 0.0
@@ -88,18 +93,21 @@ def collect(
     on_kernel: Callable[[DatasetKernel, CollectStats], None] | None = None,
     rpc: str | None = None,
     key: str | None = None,
+    programs_from: str | None = None,
 ) -> CollectStats:
     """Sample and measure ``per_kernel`` schedules of every kernel on every configuration:
     here, or on every RPC server with ``key`` at the tracker ``rpc`` (``HOST:PORT``), whose
-    device is then described (and measured) through an RPC session."""
+    device is then described (and measured) through an RPC session. ``programs_from``: measure
+    the programs of that hardware id's records instead of sampling (see the module doc)."""
     load_cpu_tensor_intrinsics()
     cfgs = [get_config(c) for c in configs]
     sampling = {"seed": seed, "target": cfgs[0].target}
     store = DatasetStore(
-        out, create=True,
+        out, create=programs_from is None,
         meta={"evaluator": _evaluator_json(), "sampling": sampling, "created": time.time()},
     )  # fmt: skip
-    _check_resume(store, sampling)
+    _check_resume(store, None if programs_from else sampling)
+    stored = _stored_programs(store, programs_from) if programs_from else None
     part = _describe_new(store, cfgs, rpc, key)
     done = _done(store)
     have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
@@ -128,19 +136,24 @@ def collect(
                     c.name: per_kernel - len(done.get((k.workload_hash, part[c.name]), ()))
                     for c in cfgs
                 }  # fmt: skip
-                if max(missing.values()) <= 0:
+                measured = set().union(*(done.get((k.workload_hash, part[c.name]), set())
+                                         for c in cfgs))  # fmt: skip
+                featured = all((k.workload_hash, s) in have_features for s in measured)
+                if max(missing.values()) <= 0 and featured:
                     stats.kernels_skipped += 1
                     continue
                 spaces, postprocs = design_spaces(k.mod, cfgs[0].tvm_target())
-                if not spaces:
+                if not spaces or (stored is not None and not stored[0].get(k.workload_hash)):
                     stats.kernels_without_space += 1
                     continue
                 if k.workload_hash not in have_workloads:
                     _write_workload(store, dk, spaces)
                     have_workloads.add(k.workload_hash)
-                samples = sample(
-                    k.mod, spaces, postprocs, per_kernel, kernel_seed(k.workload_hash, seed)
-                )
+                if stored is None:
+                    seed_k = kernel_seed(k.workload_hash, seed)
+                    samples = sample(k.mod, spaces, postprocs, per_kernel, seed_k)
+                else:
+                    samples = _rebuilt(k, stored, postprocs, per_kernel, stats)
                 for group in groups.values():
                     have = {c.name: done.get((k.workload_hash, part[c.name]), set()) for c in group}
                     todo = [s for s in samples if any(s.index not in h for h in have.values())]
@@ -160,6 +173,35 @@ def collect(
     stats.seconds = time.perf_counter() - start
     store.compact()
     return stats
+
+
+def _stored_programs(store: DatasetStore, source: str) -> tuple[dict, dict]:
+    """({workload: [(sample, space, decisions)] by sample}, {(workload, space): instructions})
+    of the records measured on hardware id ``source``."""
+    if source not in store.targets():
+        raise DatasetError(f"{store.path} holds no records of {source!r} to take programs from")
+    table = store.read("records", ["workload", "sample", "space", "decisions"], source)
+    programs: dict[str, dict[int, tuple]] = {}
+    columns = [table[c].to_pylist() for c in ("workload", "sample", "space", "decisions")]
+    for w, s, space, d in zip(*columns, strict=True):
+        programs.setdefault(w, {})[s] = (s, space, d)
+    spaces = store.read("spaces").to_pydict()
+    insts = {(w, i): t for w, i, t in zip(*spaces.values(), strict=True)}
+    return {w: [p[s] for s in sorted(p)] for w, p in programs.items()}, insts
+
+
+def _rebuilt(kernel, stored, postprocs, per_kernel: int, stats: CollectStats) -> list[Sample]:
+    """The first ``per_kernel`` stored programs of ``kernel``, rebuilt for this target."""
+    programs, insts = stored
+    out = []
+    for index, space, decisions in programs[kernel.workload_hash][:per_kernel]:
+        text = insts.get((kernel.workload_hash, space))
+        sch = rebuild(kernel.mod, text, decisions, postprocs) if text else None
+        if sch is None:
+            stats.not_rebuilt += 1
+            continue
+        out.append(Sample(index, space, decisions, sch))
+    return out
 
 
 def _measure_group(store, kernel, todo, group, builder, runners, stats, have, part) -> None:
@@ -187,16 +229,18 @@ def _measure_group(store, kernel, todo, group, builder, runners, stats, have, pa
 
 
 def _write_workload(store: DatasetStore, dk: DatasetKernel, spaces: list[str]) -> None:
+    """The kernel's design spaces, then its workload row: a workload present means its spaces
+    are (a kill between the two writes leaves spaces only, and the rerun writes both)."""
     k = dk.kernel
+    store.write(
+        "spaces",
+        [{"workload": k.workload_hash, "space": i, "insts": s} for i, s in enumerate(spaces)],
+    )
     mod = ms.database.Workload(k.mod).as_json()[1]
     store.write("workloads", [{
         "workload": k.workload_hash, "kernel_class": k.kernel_class, "flops": k.flops,
         "mod": str(mod), "models": dk.models, "weights": dk.weights,
     }])  # fmt: skip
-    store.write(
-        "spaces",
-        [{"workload": k.workload_hash, "space": i, "insts": s} for i, s in enumerate(spaces)],
-    )
 
 
 def _write_occurrences(store: DatasetStore, kernels: list[DatasetKernel]) -> None:
@@ -239,11 +283,12 @@ def _runner(config: TargetConfig, rpc: str | None, key: str | None):
     return rpc_runner(rpc, key, EVALUATOR, num_threads=config.num_threads)
 
 
-def _check_resume(store: DatasetStore, sampling: dict) -> None:
-    """Refuse to add to a dataset sampled or measured otherwise than this run would."""
+def _check_resume(store: DatasetStore, sampling: dict | None) -> None:
+    """Refuse to add to a dataset sampled or measured otherwise than this run would
+    (``sampling`` None: this run samples nothing)."""
     for name, now in (("evaluator", _evaluator_json()), ("sampling", sampling)):
         then = store.meta.get(name)
-        if then is not None and then != now:
+        if then is not None and now is not None and then != now:
             raise DatasetError(
                 f"{store.path} was collected with {name} {json.dumps(then)}; this run uses "
                 f"{json.dumps(now)} (give the same seed and first --targets entry, or another "

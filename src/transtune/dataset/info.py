@@ -25,7 +25,13 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     """Counts and measurement noise, for ``transtune dataset info``."""
     store = DatasetStore(path)
     report = ReadReport()
-    records = store.read("records", ["workload", "run_secs", "status", "collected"], report=report)
+    records = store.read(
+        "records", ["workload", "sample", "run_secs", "status", "collected"], report=report
+    )
+    feats = store.read("features", ["workload", "sample"], report=report).to_pydict()
+    featured = set(zip(feats["workload"], feats["sample"], strict=True))
+    programs = set(zip(records["workload"].to_pylist(), records["sample"].to_pylist(),
+                       strict=True))  # fmt: skip
     workloads = store.read("workloads", ["workload", "kernel_class"], report=report)
     hardware = store.hardware()
     ok = records.filter(pc.equal(records["status"], "ok"))
@@ -57,6 +63,7 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
         "by_hardware": per_target,
         "cpus": sorted({d.get("fingerprint", {}).get("host_mcpu", "?") for d in hardware.values()}),
         "hardware": hardware,
+        "programs_without_features": len(programs - featured),  # a rerun of collect adds them
         "median_cv": _median_cv(ok["run_secs"]),
         "records_per_minute": _per_minute(*_sessions(records["collected"].to_pylist())),
         "bytes_on_disk": size,

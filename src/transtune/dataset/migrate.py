@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from ..targets import hardware_for, host_configs, isa_levels
+from ..targets import foreign_cpu, hardware_for, host_configs
 from .store import FORMAT_VERSION, DatasetError, DatasetStore, _atomic_write_text
 
 
@@ -44,7 +44,9 @@ def migrate_dataset(path: str | Path, cpu: dict, redescribe: bool = False) -> di
             new_rows[row["id"]] = row
             renamed[row["config"]] = row["id"]
             continue
-        _check_cpu(path, spec, cpu)
+        problem = foreign_cpu(spec, cpu)
+        if problem:
+            raise DatasetError(f"{path}: {problem}")
         hw_id, fp = hardware_for(cpu, spec)
         descriptor.update(id=hw_id, config=row["config"], device=cpu["model_name"], fingerprint=fp)
         renamed[row["config"]] = hw_id
@@ -63,16 +65,6 @@ def migrate_dataset(path: str | Path, cpu: dict, redescribe: bool = False) -> di
                 migrated_from={"format": 1, "cpu": cpu})  # fmt: skip
     _atomic_write_text(manifest, json.dumps(meta))
     return renamed
-
-
-def _check_cpu(where: Path, spec: dict, cpu: dict) -> None:
-    mcpu = spec.get("mcpu")
-    if mcpu and mcpu not in isa_levels().values() and mcpu != cpu.get("host_mcpu"):
-        raise DatasetError(
-            f"{where}: a configuration was built for {mcpu!r}, but the CPU given is a "
-            f"{cpu.get('host_mcpu')!r} ({cpu.get('model_name')}); migrate it on that CPU or "
-            "pass its description (`transtune targets --json` there) with --cpu"
-        )
 
 
 def _sampling_target(rows: list[dict]) -> dict | None:

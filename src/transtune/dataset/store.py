@@ -11,17 +11,22 @@
                                           (ID: the hardware id, ``epyc-znver4-2c``)
     DIR/features/part-*.parquet           per-store program features (regenerable)
 
-Every part file is written to a temporary name and renamed, so a killed collection leaves only
-whole files. Reading skips (and reports) a file that is not valid Parquet or lacks columns,
-and rows whose values make no sense, instead of failing.
+Every part file is written to a temporary name, flushed to disk and renamed, so a killed
+collection leaves only whole files. Compaction writes the merged file with the names of the
+parts it replaces in its Parquet metadata before it deletes them: a reader ignores a part that
+a compacted file replaces, so a kill between the rename and the deletes duplicates nothing,
+and the next compaction deletes the leftovers. Reading skips (and reports) a file that is not
+valid Parquet or lacks columns, and rows whose values make no sense, instead of failing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +36,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TranstuneError
 
+REPLACES = b"transtune.replaces"  # Parquet metadata key: the part files a compacted file holds
 FORMAT_VERSION = 2  # 2: partitions and descriptors keyed by hardware id, with fingerprints
 STATUSES = ("ok", "build_error", "run_error", "timeout", "rejected")
 
@@ -114,9 +120,7 @@ class DatasetStore:
         folder = self._folder(table, target)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"part-{time.time_ns():x}-{uuid.uuid4().hex[:6]}.parquet"
-        tmp = path.with_suffix(".tmp")
-        pq.write_table(pa.Table.from_pylist(rows, SCHEMAS[table]), tmp, compression="zstd")
-        os.replace(tmp, path)
+        _write_parquet(pa.Table.from_pylist(rows, SCHEMAS[table]), path)
         return path
 
     def _folder(self, table: str, target: str | None) -> Path:
@@ -130,12 +134,13 @@ class DatasetStore:
         return sorted(p.name.split("=", 1)[1] for p in (self.path / "records").glob("target=*"))
 
     def files(self, table: str, target: str | None = None) -> list[Path]:
+        """The live part files of ``table``: those no compacted file replaces."""
         folders = (
             [self._folder(table, t) for t in ([target] if target else self.targets())]
             if table == "records"
             else [self._folder(table, None)]
         )
-        return sorted(p for folder in folders for p in folder.glob("part-*.parquet"))
+        return [p for folder in folders for p in _live_parts(folder)]
 
     def read(
         self,
@@ -207,29 +212,78 @@ class DatasetStore:
         return found
 
     def compact(self) -> int:
-        """Merge every table's (and partition's) part files into one; returns files removed."""
+        """Merge every table's (and partition's) part files into one; returns files removed.
+        One compaction at a time (a lock file); a part that cannot be read as its table is
+        left in place (and reported by ``read``)."""
         removed = 0
         folders = [self._folder(t, None) for t in SCHEMAS if t != "records"]
         folders += [self._folder("records", t) for t in self.targets()]
-        for folder in folders:
-            parts = sorted(folder.glob("part-*.parquet"))
-            if len(parts) < 2:
-                continue
-            readable = []
-            for p in parts:
-                try:
-                    readable.append((p, pq.read_table(p)))
-                except Exception:
-                    continue  # left in place, reported by read()
-            merged = pa.concat_tables([t for _, t in readable], promote_options="default")
-            path = folder / f"part-{time.time_ns():x}-compact.parquet"
-            tmp = path.with_suffix(".tmp")
-            pq.write_table(merged, tmp, compression="zstd")
-            os.replace(tmp, path)
-            for p, _ in readable:
-                p.unlink()
-                removed += 1
+        with self._lock():
+            for folder in folders:
+                table = folder.parent.name if folder.name.startswith("target=") else folder.name
+                removed += _compact_folder(folder, SCHEMAS[table])
         return removed
+
+    @contextmanager
+    def _lock(self):
+        with open(self.path / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _compact_folder(folder: Path, schema: pa.Schema) -> int:
+    parts = sorted(folder.glob("part-*.parquet"))
+    live = set(_live_parts(folder))
+    stale = [p for p in parts if p not in live]  # replaced by a compacted file already
+    readable = []
+    for p in sorted(live):
+        try:
+            readable.append((p, pq.read_table(p).select(schema.names).cast(schema)))
+        except Exception:
+            continue  # left in place, reported by read()
+    if len(readable) > 1:
+        merged = pa.concat_tables([t for _, t in readable])
+        names = json.dumps([p.name for p, _ in readable]).encode()
+        merged = merged.replace_schema_metadata({REPLACES: names})
+        _write_parquet(merged, folder / f"part-{time.time_ns():x}-compact.parquet")
+        stale += [p for p, _ in readable]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return len(stale)
+
+
+def _live_parts(folder: Path) -> list[Path]:
+    """Part files of ``folder`` but those a compacted file there replaces."""
+    parts = sorted(folder.glob("part-*.parquet"))
+    replaced: set[str] = set()
+    for p in parts:
+        if p.name.endswith("-compact.parquet"):
+            try:
+                meta = pq.read_schema(p).metadata or {}
+            except Exception:
+                continue
+            replaced.update(json.loads(meta.get(REPLACES, b"[]")))
+    return [p for p in parts if p.name not in replaced]
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` whole or not at all: temporary name, fsync, rename."""
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    _fsync(tmp)
+    os.replace(tmp, path)
+    _fsync(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _valid_records(table: pa.Table, report: ReadReport) -> pa.Table:
@@ -252,4 +306,6 @@ def _valid_records(table: pa.Table, report: ReadReport) -> pa.Table:
 def _atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
+    _fsync(tmp)
     os.replace(tmp, path)
+    _fsync(path.parent)

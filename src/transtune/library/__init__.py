@@ -1,16 +1,8 @@
 """The schedule library: persistent, target-aware store of tuned schedules."""
 
-from .store import (
-    FAILED_SECONDS,
-    PROVENANCES,
-    Library,
-    LibraryError,
-    Record,
-    open_library,
-    parse_url,
-    plain,
-    target_key,
-)
+from .backend import LibraryError, parse_url
+from .schema import FAILED_SECONDS, PROVENANCES
+from .store import Library, Record, open_library, plain, target_key
 
 __all__ = [
     "FAILED_SECONDS",

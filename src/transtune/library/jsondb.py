@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TranstuneError, error_line
-from .store import Library, plain, target_key
-from .trust import check_trace
+from .store import Library, LibraryError, plain, target_key
+from .trust import check_trace, trace_problem
 
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
@@ -26,10 +26,13 @@ class ImportReport:
 
     workloads: int = 0
     records: int = 0
+    duplicates: int = 0  # records the library held already (an import repeated adds nothing)
     skipped: list[tuple[str, int, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         text = f"imported {self.records} records of {self.workloads} workloads"
+        if self.duplicates:
+            text += f" ({self.duplicates} held already, not added again)"
         if self.skipped:
             lines = ", ".join(f"{f}:{n}" for f, n, _ in self.skipped[:10])
             more = " ..." if len(self.skipped) > 10 else ""
@@ -72,7 +75,7 @@ def import_json(
             if target is None:
                 raise ValueError("record has no target")
             check_trace(plain(trace))
-            library.add_record(
+            added = library.add_record(
                 workload_id,
                 target_key(record.target),
                 trace,
@@ -80,11 +83,29 @@ def import_json(
                 args_info,
                 provenance=provenance,
                 run_id=run_id,
+                skip_duplicate=True,
             )
-            report.records += 1
+            report.records += added is not None
+            report.duplicates += added is None
         except Exception as err:
             report.skipped.append((RECORDS, lineno, error_line(err, 200)))
     return report
+
+
+def open_json_database(work_dir: str | Path):
+    """A MetaSchedule ``JSONDatabase`` of ``work_dir``, its traces checked (see
+    :mod:`.trust`): one outside the allowlist is refused with its record number."""
+    from tvm.s_tir import meta_schedule as ms
+
+    path = Path(work_dir)
+    if not (path / WORKLOADS).is_file():
+        raise TranstuneError(f"{work_dir} is not a MetaSchedule JSON database work dir")
+    database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
+    for i, record in enumerate(database.get_all_tuning_records()):
+        problem = trace_problem(plain(record.trace.as_json()))
+        if problem is not None:
+            raise TranstuneError(f"{work_dir}: tuning record {i + 1}: {problem}")
+    return database
 
 
 def export_json(library: Library, work_dir: str | Path, target=None) -> int:
@@ -97,9 +118,11 @@ def export_json(library: Library, work_dir: str | Path, target=None) -> int:
     from ..targets import make_target
 
     work_dir = Path(work_dir)
+    held = [name for name in (WORKLOADS, RECORDS) if (work_dir / name).exists()]
+    if held:
+        raise LibraryError(f"{work_dir} holds a MetaSchedule database already ({held[0]}); "
+                           "export into a new or empty directory")  # fmt: skip
     work_dir.mkdir(parents=True, exist_ok=True)
-    for name in (WORKLOADS, RECORDS):
-        (work_dir / name).unlink(missing_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
     workloads: dict[int, object] = {}
     count = 0

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..machine import fingerprint_json
-from ..targets import hardware_for, isa_levels
+from ..targets import foreign_cpu, hardware_for
 from .store import SCHEMA_VERSION, Library, LibraryError
 
 
@@ -42,7 +42,9 @@ def migrate_library(url: str | Path, cpu: dict) -> dict[str, str]:
                 spec = json.loads(key)
                 if spec.get("kind") != "llvm":
                     continue  # not a CPU: its hardware stays unknown
-                _check_cpu(lib.path, spec, cpu)
+                problem = foreign_cpu(spec, cpu)
+                if problem:
+                    raise LibraryError(f"{lib.path}: {problem}")
                 hw_id, fp = hardware_for(cpu, spec)
                 new_key = json.dumps({**spec, "hardware": hw_id}, sort_keys=True,
                                      separators=(",", ":"))  # fmt: skip
@@ -76,13 +78,3 @@ def migrate_library(url: str | Path, cpu: dict) -> dict[str, str]:
         return renamed
     finally:
         lib.close()
-
-
-def _check_cpu(where: str, spec: dict, cpu: dict) -> None:
-    mcpu = spec.get("mcpu")
-    if mcpu and mcpu not in isa_levels().values() and mcpu != cpu.get("host_mcpu"):
-        raise LibraryError(
-            f"{where}: a target was built for {mcpu!r}, but the CPU given is a "
-            f"{cpu.get('host_mcpu')!r} ({cpu.get('model_name')}); migrate it on that CPU or "
-            "pass its description (`transtune targets --json` there) with --cpu"
-        )

@@ -24,71 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranstuneError
-
-SCHEMA_VERSION = 2  # 2: targets keyed by hardware id, with the fingerprint behind it
-PROVENANCES = ("tuned", "transferred", "sampled", "imported")
-FAILED_SECONDS = 1e10  # MetaSchedule's run time for a candidate that failed to build or run
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS workloads (
-    id INTEGER PRIMARY KEY,
-    shash TEXT NOT NULL,
-    mod_json BLOB NOT NULL,          -- zlib(JSON of MetaSchedule's Workload.as_json())
-    kernel_class TEXT,
-    flops REAL
-);
-CREATE INDEX IF NOT EXISTS workloads_shash ON workloads (shash);
-CREATE TABLE IF NOT EXISTS workload_models (
-    workload_id INTEGER NOT NULL REFERENCES workloads (id),
-    model TEXT NOT NULL,
-    kernel_name TEXT,
-    weight INTEGER NOT NULL DEFAULT 1,
-    PRIMARY KEY (workload_id, model)
-);
-CREATE TABLE IF NOT EXISTS targets (
-    id INTEGER PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,        -- canonical JSON of the target and its "hardware" id
-    name TEXT,                       -- the hardware id, when known
-    fingerprint TEXT                 -- JSON: what the hardware id stands for
-);
-CREATE TABLE IF NOT EXISTS records (
-    id INTEGER PRIMARY KEY,
-    workload_id INTEGER NOT NULL REFERENCES workloads (id),
-    target_id INTEGER NOT NULL REFERENCES targets (id),
-    trace TEXT NOT NULL,             -- JSON of the schedule trace
-    args_info TEXT,                  -- JSON of the argument info
-    run_secs TEXT NOT NULL,          -- JSON list of measured seconds
-    mean_secs REAL NOT NULL,         -- mean of run_secs, 1e10 for a failed candidate
-    provenance TEXT NOT NULL,
-    donor TEXT,                      -- for transferred records: where the schedule came from
-    run_id TEXT,
-    tvm_version TEXT NOT NULL,
-    created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS records_best ON records (workload_id, target_id, mean_secs);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    model TEXT,
-    target TEXT,
-    params TEXT,
-    started REAL NOT NULL,
-    finished REAL
-);
-CREATE TABLE IF NOT EXISTS curve (
-    run_id TEXT NOT NULL REFERENCES runs (run_id),
-    trials INTEGER NOT NULL,
-    seconds REAL NOT NULL,           -- wall time since the run (or its first session) started
-    latency REAL NOT NULL            -- estimated end-to-end latency: sum weight x best kernel
-);
-"""
-
-
-class LibraryError(TranstuneError):
-    """A library that cannot be opened or is not a transtune library."""
+from .backend import Cursor, LibraryError, Postgres, SQLite, parse_url, redact
+from .schema import FAILED_SECONDS, INSERT_NEW, PROVENANCES, SCHEMA, SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -126,23 +63,6 @@ class Record:
     def as_json(self) -> list:
         """MetaSchedule's ``TuningRecord.as_json()`` form: [trace, run_secs, target, args]."""
         return [self.trace, self.run_secs, self.target, self.args_info]
-
-
-def parse_url(url: str | Path) -> tuple[str, str]:
-    """``(backend, where)``: ``sqlite:///path/lib.db`` or a plain path -> ``("sqlite", path)``;
-    ``postgresql://user@host/db`` -> ``("postgresql", url)``."""
-    text = str(url)
-    if "://" in text:
-        scheme, _, rest = text.partition("://")
-        if scheme in ("postgresql", "postgres"):
-            return "postgresql", text
-        if scheme != "sqlite":
-            raise LibraryError(
-                f"unsupported library URL scheme {scheme!r} "
-                "(use sqlite:///path or postgresql://user@host/db)"
-            )
-        text = rest[1:] if rest.startswith("/") else rest
-    return "sqlite", text
 
 
 def plain(obj: Any) -> Any:
@@ -183,133 +103,70 @@ def _tvm_version() -> str:
     return str(tvm.__version__)
 
 
-class _SQLite:
-    """SQLite in WAL mode; ``BEGIN IMMEDIATE`` makes writers wait for each other."""
-
-    def __init__(self, path: str, busy_timeout: float) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(
-            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
-            self.conn.execute(f"PRAGMA {pragma}")
-        self.errors = (sqlite3.DatabaseError,)
-        self.begin = ["BEGIN IMMEDIATE"]
-
-    def sql(self, text: str) -> str:
-        return text
-
-    def insert(self, cur, text: str, params: tuple) -> int:
-        cur.execute(text, params)
-        return cur.lastrowid
-
-
-class _Postgres:
-    """PostgreSQL (``psycopg``): the same SQL, translated; an advisory lock per write
-    transaction makes writers wait for each other, as SQLite's ``BEGIN IMMEDIATE`` does."""
-
-    _CONFLICT = {"workload_models": "(workload_id, model) DO UPDATE SET "
-                 "kernel_name = EXCLUDED.kernel_name, weight = EXCLUDED.weight"}  # fmt: skip
-
-    def __init__(self, url: str, busy_timeout: float) -> None:
-        try:
-            import psycopg
-        except ImportError:
-            raise LibraryError("a PostgreSQL library needs the psycopg package") from None
-        try:
-            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=int(busy_timeout))
-        except psycopg.Error as err:
-            raise LibraryError(f"cannot connect to {url}: {str(err).strip()}") from None
-        self.errors = (psycopg.Error,)
-        self.begin = ["BEGIN", "SELECT pg_advisory_xact_lock(7216)"]
-
-    def sql(self, text: str) -> str:
-        text = text.replace("?", "%s").replace("GROUP_CONCAT(model)", "STRING_AGG(model, ',')")
-        text = text.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY")
-        text = text.replace("BLOB", "BYTEA").replace(" REAL", " DOUBLE PRECISION")
-        for verb, clause in (("INSERT OR IGNORE INTO", None), ("INSERT OR REPLACE INTO", 1)):
-            if verb in text:
-                table = text.split(verb, 1)[1].split()[0]
-                tail = "DO NOTHING" if clause is None else self._CONFLICT[table]
-                text = text.replace(verb, "INSERT INTO") + f" ON CONFLICT {tail}"
-        return text
-
-    def insert(self, cur, text: str, params: tuple) -> int:
-        return cur.execute(text + " RETURNING id", params).fetchone()[0]
-
-
-class _Cursor:
-    """A cursor that speaks the library's SQL (SQLite's) on either backend."""
-
-    def __init__(self, cur, backend) -> None:
-        self._cur, self._backend = cur, backend
-
-    def execute(self, text: str, params: tuple = ()):
-        return self._cur.execute(self._backend.sql(text), params)
-
-    def executemany(self, text: str, rows) -> None:
-        self._cur.executemany(self._backend.sql(text), list(rows))
-
-    def insert(self, text: str, params: tuple) -> int:
-        """Run an ``INSERT`` and return the new row's id."""
-        return self._backend.insert(self._cur, self._backend.sql(text), params)
-
-
 class Library:
     """A schedule library (SQLite file or PostgreSQL database). Use :func:`open_library`;
     close with :meth:`close`."""
 
-    def __init__(self, url: str | Path, busy_timeout: float = 60.0) -> None:
-        self._connect(url, busy_timeout)
+    def __init__(self, url: str | Path, busy_timeout: float = 60.0, read_only: bool = False):
+        self._connect(url, busy_timeout, read_only)
         where = self.path
         try:
-            with self.transaction() as cur:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        cur.execute(statement)
-                row = cur.execute("SELECT version FROM schema_version").fetchone()
-                if row is None:
-                    cur.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-                    cur.execute(
-                        "INSERT INTO meta VALUES ('tvm_version', ?), ('created', ?)",
-                        (_tvm_version(), str(time.time())),
-                    )
-                elif row[0] == 1:
-                    raise LibraryError(
-                        f"{where}: library schema version 1 (targets without hardware ids); "
-                        f"run `transtune library migrate --library {url}` once"
-                    )
-                elif row[0] != SCHEMA_VERSION:
-                    raise LibraryError(
-                        f"{where}: library schema version {row[0]}, this transtune reads "
-                        f"version {SCHEMA_VERSION}"
-                    )
+            if read_only:
+                row = self.query("SELECT version FROM schema_version")[:1] or [None]
+                row = row[0]
+            else:
+                with self.transaction() as cur:
+                    for statement in SCHEMA.split(";"):
+                        if statement.strip():
+                            cur.execute(statement)
+                    row = cur.execute("SELECT version FROM schema_version").fetchone()
+                    if row is None:
+                        cur.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                        cur.execute(
+                            "INSERT INTO meta VALUES ('tvm_version', ?), ('created', ?)",
+                            (_tvm_version(), str(time.time())),
+                        )
+                        row = (SCHEMA_VERSION,)
         except self._backend.errors as err:
+            self.close()
             raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
+        if row is None or row[0] != SCHEMA_VERSION:
+            self.close()
+            if row is not None and row[0] == 1:
+                raise LibraryError(
+                    f"{where}: library schema version 1 (targets without hardware ids); "
+                    f"run `transtune library migrate --library {self.url}` once"
+                )
+            raise LibraryError(
+                f"{where}: library schema version {row[0] if row else None}, this transtune "
+                f"reads version {SCHEMA_VERSION}"
+            )
 
-    def _connect(self, url: str | Path, busy_timeout: float) -> None:
+    def _connect(self, url: str | Path, busy_timeout: float, read_only: bool = False) -> None:
         """Open the backend, without looking at the schema (:mod:`.migrate` starts here)."""
         kind, where = parse_url(url)
-        self.url = str(url)
-        self.path = where  # the file (SQLite) or the connection URL (PostgreSQL)
+        self.url = redact(str(url))  # as shown: a PostgreSQL password is never printed
+        self.path = redact(where)  # the file (SQLite) or the connection URL (PostgreSQL)
+        backend = SQLite if kind == "sqlite" else Postgres
         try:
-            self._backend = (_SQLite if kind == "sqlite" else _Postgres)(where, busy_timeout)
+            self._backend = backend(where, busy_timeout, read_only)
         except sqlite3.DatabaseError as err:
             raise LibraryError(f"{where} is not a usable schedule library: {err}") from None
         self._conn = self._backend.conn
         self._workloads: dict[str, list[tuple[int, Any]]] = {}  # shash -> [(id, IRModule)]
         self._targets: dict[str, tuple[int, str | None]] = {}
+        self.skipped_rows = 0  # records whose stored JSON did not parse (see _decoded)
 
     # -- plumbing ----------------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[_Cursor]:
+    def transaction(self) -> Iterator[Cursor]:
         """One write transaction, writers one at a time: all of it lands, or none of it."""
         cur = self._conn.cursor()
         for statement in self._backend.begin:
             cur.execute(statement)
         try:
-            yield _Cursor(cur, self._backend)
+            yield Cursor(cur, self._backend)
         except BaseException:
             cur.execute("ROLLBACK")
             raise
@@ -443,15 +300,26 @@ class Library:
         provenance: str = "tuned",
         run_id: str | None = None,
         donor: str | None = None,
-    ) -> int:
-        """Store one measurement (a failed one has ``run_secs`` of ``[1e10]``); returns its id."""
+        skip_duplicate: bool = False,
+    ) -> int | None:
+        """Store one measurement (a failed one has ``run_secs`` of ``[1e10]``); returns its id
+        (None when ``skip_duplicate`` and the same trace and run times are stored already)."""
         if provenance not in PROVENANCES:
             raise ValueError(f"provenance must be one of {PROVENANCES}")
         key = target if isinstance(target, str) else target_key(target)
         tid = self._target_id(key, json.loads(key).get("hardware"), _fingerprint(target))
         secs = [float(s) for s in run_secs] or [FAILED_SECONDS]
+        if not all(math.isfinite(s) and s > 0 for s in secs):
+            raise ValueError(f"run times must be positive and finite, got {secs[:4]}")
         mean = math.fsum(secs) / len(secs)
         with self.transaction() as cur:
+            if skip_duplicate:
+                found = cur.execute(
+                    "SELECT id FROM records WHERE workload_id = ? AND target_id = ? AND trace = ? "
+                    "AND run_secs = ?", (workload_id, tid, json.dumps(trace), json.dumps(secs)),
+                ).fetchone()  # fmt: skip
+                if found:
+                    return None
             return cur.insert(
                 "INSERT INTO records (workload_id, target_id, trace, args_info, run_secs, "
                 "mean_secs, provenance, donor, run_id, tvm_version, created) "
@@ -483,12 +351,22 @@ class Library:
         sql += " ORDER BY r.mean_secs, r.id"
         if top_k is not None:
             sql += f" LIMIT {int(top_k)}"
-        return [
-            Record(
-                rid, wid, key, json.loads(tr), json.loads(ai), json.loads(rs), ms_, pv, dn, run, tv
-            )
+        return self._decoded(
+            (rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv)
             for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self.query(sql, params)
-        ]
+        )
+
+    def _decoded(self, rows) -> list[Record]:
+        """Records of raw rows; a row whose JSON does not parse is skipped and counted in
+        :attr:`skipped_rows` (one corrupt row must not take every read down with it)."""
+        out = []
+        for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in rows:
+            try:
+                out.append(Record(rid, wid, key, json.loads(tr), json.loads(ai), json.loads(rs),
+                                  ms_, pv, dn, run, tv))  # fmt: skip
+            except (TypeError, ValueError):
+                self.skipped_rows += 1
+        return out
 
     def best_by_class(self, kernel_class: str, target: Any) -> list[tuple[int, float, str, Record]]:
         """Per workload of ``kernel_class``: (workload id, FLOPs, models, its best record) on
@@ -507,11 +385,15 @@ class Library:
             "ORDER BY r.mean_secs",
             (kernel_class, key),
         )
-        return [
-            (wid, flops, models or "", Record(rid, wid, key, json.loads(tr), json.loads(ai),
-                                              json.loads(rs), m, pv, dn, run, tv))
-            for wid, flops, models, rid, tr, ai, rs, m, pv, dn, run, tv in rows
-        ]  # fmt: skip
+        out = []
+        for wid, flops, models, *rest in rows:
+            for record in self._decoded([(rest[0], wid, key, *rest[1:])]):
+                out.append((wid, flops, models or "", record))
+        return out
+
+    def target_keys(self) -> list[str]:
+        """The keys of every target the library holds records for (or held)."""
+        return [key for (key,) in self.query("SELECT key FROM targets ORDER BY id")]
 
     def count_records(self, workload_id: int | None = None, target: Any = None) -> int:
         where, params = _record_filter(workload_id, target)
@@ -521,7 +403,8 @@ class Library:
     def merge(self, other: Library, top_k: int | None = None) -> tuple[int, int]:
         """Copy ``other``'s workloads, their models, runs, curves and records (only the
         ``top_k`` fastest successful ones per workload and target, when given) into this
-        library, in one transaction. Returns (workloads, records) copied."""
+        library, in one transaction, skipping records it holds already (a merge repeated adds
+        nothing). Returns (workloads, records) copied."""
         ids: dict[int, int] = {}
         for wid, blob, kernel_class, flops in other.query(
             "SELECT id, mod_json, kernel_class, flops FROM workloads"
@@ -561,13 +444,11 @@ class Library:
                         "INSERT INTO curve VALUES (?, ?, ?, ?)",
                         other.query("SELECT * FROM curve WHERE run_id = ?", (run_id,)),
                     )
-            cur.executemany(
-                "INSERT INTO records (workload_id, target_id, trace, args_info, run_secs, "
-                "mean_secs, provenance, donor, run_id, tvm_version, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(ids[w], targets[key], *rest[:-1]) for _, w, key, _name, *rest in rows],
-            )
-        return len(ids), len(rows)
+            copied = 0
+            for _, w, key, _name, *rest in rows:
+                row = (ids[w], targets[key], *rest[:-1])
+                copied += cur.execute(INSERT_NEW, row + (row[0], row[1], row[2], row[4])).rowcount
+        return len(ids), copied
 
     # -- runs and tuning curves --------------------------------------------------------------
 
@@ -631,7 +512,14 @@ class Library:
                 "SELECT provenance, COUNT(*) FROM records GROUP BY 1 ORDER BY 2 DESC"
             ),
             "foreign_tvm_versions": self.foreign_versions(),
+            "unreadable_records": self._unreadable(),
         }
+
+    def _unreadable(self) -> int:
+        """Records whose trace or run times are not valid JSON."""
+        before = self.skipped_rows
+        self.records()
+        return self.skipped_rows - before
 
 
 def _record_filter(
@@ -679,7 +567,8 @@ def _structural_equal(a, b) -> bool:
     return bool(tvm_ffi.structural_equal(a, b))
 
 
-def open_library(url: str | Path = "sqlite:///lib.db") -> Library:
+def open_library(url: str | Path = "sqlite:///lib.db", read_only: bool = False) -> Library:
     """Open (creating if needed) the schedule library at ``url``: ``sqlite:///path`` or a path
-    (one machine), ``postgresql://user@host/db`` (a team's shared library)."""
-    return Library(url)
+    (one machine), ``postgresql://user@host/db`` (a team's shared library). ``read_only``:
+    for reading, never creating or changing it (a missing file is an error)."""
+    return Library(url, read_only=read_only)

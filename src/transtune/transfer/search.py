@@ -105,8 +105,8 @@ def find_candidates(library: Library, kernel: Kernel, model: str, key: str) -> l
     found = _pool(library, kernel, model, key)
     if not found:
         kind = json.loads(key).get("kind")
-        for (other,) in library.query("SELECT key FROM targets WHERE key != ?", (key,)):
-            if json.loads(other).get("kind") == kind:
+        for other in library.target_keys():
+            if other != key and json.loads(other).get("kind") == kind:
                 found += _pool(library, kernel, model, other, fallback=True)
     return found
 
@@ -172,6 +172,8 @@ def transfer_tune(
     runner=None,
     device: dict | None = None,
     sample: int = 32,
+    kernels: list[Kernel] | None = None,
+    resume: bool = False,
 ) -> TransferResult:
     """Transfer-tune ``model`` from ``library`` (see the module docstring).
 
@@ -182,6 +184,9 @@ def transfer_tune(
     each kernel's replayed candidates, of which only the ``measure_top`` best scored are built
     and measured. ``device``: the measuring device's hardware descriptor (as a dict), kept
     with the run. ``sample``: programs drawn for a kernel that no donor improved (0: none).
+    ``kernels``: the model's kernels, if extracted already. ``resume``: keep the winner an
+    earlier (interrupted) run of the same model on this target committed for a kernel,
+    instead of measuring it again.
     """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
@@ -191,7 +196,7 @@ def transfer_tune(
     key = target_key(config)
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
-    kernels = extract_kernels(model.mod, target)
+    kernels = kernels if kernels is not None else extract_kernels(model.mod, target)
     extracted = time.perf_counter() - start
     runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
     pools, wids = [], []
@@ -220,10 +225,14 @@ def transfer_tune(
             outcome.chosen = {name: [c.workload_id for c in p[i]] for name, p in picks.items()}
             union = {c.workload_id: c for p in picks.values() for c in p[i]}
             t0 = time.perf_counter()
-            if union:
+            prior = _won_before(library, wid, config, run_id) if resume else None
+            if prior is not None:  # an interrupted run got this far: keep what it found
+                outcome.best_secs, outcome.donor = prior.mean_secs, prior.donor
+                outcome.stage = "transfer" if prior.provenance == "transferred" else "sampled"
+            elif union:
                 _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
                                  builder, runner, run_id, cost_model, measure_top)  # fmt: skip
-            if outcome.donor is None and sample > 0:
+            if prior is None and outcome.donor is None and sample > 0:
                 _sample_kernel(kernel, wid, sample, outcome, library, config, builder, runner,
                                run_id, cost_model, measure_top)  # fmt: skip
             outcome.seconds = time.perf_counter() - t0
@@ -232,6 +241,12 @@ def transfer_tune(
                 on_kernel(outcome)
     library.finish_run(run_id)
     return TransferResult(model.name, config.name, results, time.perf_counter() - start, key, setup)
+
+
+def _won_before(library: Library, wid: int, config: TargetConfig, run_id: str):
+    """The record an earlier session of ``run_id`` committed for workload ``wid``, or None."""
+    found = library.records(wid, config, ok_only=True, provenance=("transferred", "sampled"))
+    return next((r for r in found if r.run_id == run_id), None)
 
 
 def _transfer_kernel(
