@@ -1,8 +1,8 @@
 """Transfer-tuning benchmark -> docs/results/transfer.md (+ plots), the paper's experiment.
 
-1. ``tune``: each model fully tuned from scratch with MetaSchedule (``transtune tune``: at
-   least 64 trials per kernel and at least 1,000 per model) into its own library,
-   ``runs/transfer/full/MODEL.db``; the tuning curve is recorded there. Resumable.
+1. ``tune``: the reference tunings (``benchmarks/reference.py``: converged for its REFERENCE
+   models, COVERAGE_PER_KERNEL per kernel for the rest of the zoo), one library per model in
+   ``data/library/reference/<hardware id>/``, with their curves. Resumable.
 2. ``transfer``: each model held out in turn. Its donor library holds the best few records
    per workload of every *other* model's full library (as the shipped library does); the
    held-out model is transfer-tuned from it with every donor policy's candidates measured
@@ -12,10 +12,10 @@
 
 Every step runs each model in a fresh process, one at a time: measure alone.
 
-    python benchmarks/transfer.py tune [MODEL ...]
+    python benchmarks/transfer.py tune [MODEL ...] [--minutes M]
     python benchmarks/transfer.py transfer [MODEL ...]
     python benchmarks/transfer.py report
-    python benchmarks/transfer.py library        # data/library/zoo-host.db from the full tunings
+    python benchmarks/transfer.py library        # data/library/zoo-host.db from the references
 """
 
 from __future__ import annotations
@@ -27,71 +27,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import reference
+
 from transtune.transfer.policies import DEFAULT_POLICY, POLICIES
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "transfer"
 RUNS = ROOT / "runs" / "transfer"
-FULL = RUNS / "full"
-MODELS = ["bert_tiny", "bert_medium", "alexnet", "resnet18", "vgg16", "resnet50"]
-MIN_PER_KERNEL = 64
-MIN_PER_MODEL = 1000
-SEED = 0
+FULL = reference.folder()
 TOP_K = 3  # records per workload that a donor library keeps, as the shipped library does
 MAX_CANDIDATES = 8
 REPEAT = 10
-TRANSTUNE = [sys.executable, "-m", "transtune.cli"]
-
-
-def full_budget(kernels: int) -> tuple[int, int]:
-    """(per-kernel cap, model total) of a full tuning of a model with ``kernels`` kernels."""
-    per_kernel = max(MIN_PER_KERNEL, math.ceil(MIN_PER_MODEL / kernels))
-    return per_kernel, per_kernel * kernels
-
-
-def kernel_count(model: str) -> int:
-    from transtune.frontend import from_zoo
-    from transtune.targets import get_config
-    from transtune.tasks import extract_kernels
-
-    return len(extract_kernels(from_zoo(model).mod, get_config("host").tvm_target()))
-
-
-def tune(models: list[str]) -> None:
-    """Full tuning of each model; kernels with small design spaces run out of candidates
-    before their cap, so the cap of the others doubles until the model has MIN_PER_MODEL."""
-    from transtune.library import open_library
-
-    FULL.mkdir(parents=True, exist_ok=True)
-    for model in models:
-        path = FULL / f"{model}.db"
-        per_kernel, total = full_budget(kernel_count(model))
-        done = -1
-        while True:
-            print(f"== tune {model}: {per_kernel} per kernel, {total} in all", flush=True)
-            subprocess.run(
-                [*TRANSTUNE, "tune", model, "--library", str(path), "--per-kernel",
-                 str(per_kernel), "--trials", str(total), "--seed", str(SEED)],
-                check=True,
-            )  # fmt: skip
-            with open_library(path) as lib:
-                done, before = lib.count_records(), done
-            if done >= MIN_PER_MODEL or done == before:
-                break
-            per_kernel, total = 2 * per_kernel, MIN_PER_MODEL
 
 
 def tuned_models() -> list[str]:
-    """Models whose full tuning has finished."""
-    from transtune.library import open_library
-
-    done = []
-    for path in sorted(FULL.glob("*.db")):
-        with open_library(path) as lib:
-            if lib.query("SELECT 1 FROM runs WHERE kind = 'tune' AND finished IS NOT NULL"):
-                done.append(path.stem)
-    return done
+    """Models whose reference tuning has finished."""
+    return [path.stem for path in sorted(FULL.glob("*.db")) if reference.finished(path)]
 
 
 def donor_library(held_out: str | None, path: Path) -> list[str]:
@@ -137,7 +89,7 @@ def transfer_one(model_name: str, policy: str) -> None:
     policies = list(POLICIES) if policy == "all" else [policy]
     path = RUNS / "heldout" / f"{model_name}-{policy}.db"
     donors = donor_library(model_name, path)
-    with open_library(path) as lib, open_library(FULL / f"{model_name}.db") as full:
+    with open_library(path) as lib, open_library(FULL / f"{model_name}.db", read_only=True) as full:
         library_records = lib.count_records()
         result = transfer_tune(model, lib, config, max_candidates=MAX_CANDIDATES, policy=policies)
         (run_id,) = full.query("SELECT run_id FROM runs WHERE kind = 'tune'")[0]
@@ -241,9 +193,10 @@ def report() -> None:
         f"{host.cores} cores, target configuration `host`, TVM 0.27.0; every step ran alone "
         "on the host, each model in a fresh process.",
         "",
-        f"- **Full tuning** (the reference): each model tuned from scratch by `transtune tune` "
-        f"(MetaSchedule evolutionary search, XGBoost cost model), at least {MIN_PER_KERNEL} "
-        f"trials per kernel and {MIN_PER_MODEL} per model, seed {SEED}.",
+        "- **Full tuning** (the reference): each model tuned from scratch by `transtune tune` "
+        "(MetaSchedule evolutionary search, XGBoost cost model, synchronous runner, seed "
+        f"{reference.SEED}), until every kernel converged for {', '.join(reference.REFERENCE)} "
+        f"(`--until-converged`), {reference.COVERAGE_PER_KERNEL} trials per kernel otherwise.",
         f"- **Transfer-tuning**: the held-out model's library holds the best {TOP_K} records "
         "per workload of every other model's full tuning. Each kernel tries at most "
         f"{MAX_CANDIDATES} same-class donor schedules picked by the `{DEFAULT_POLICY}` policy "
@@ -408,9 +361,10 @@ def main() -> None:
     parser.add_argument("step", choices=["tune", "transfer", "one", "report", "library"])
     parser.add_argument("models", nargs="*")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="donor policy, or 'all'")
+    parser.add_argument("--minutes", type=float, default=60.0, help="tune: time for this session")
     args = parser.parse_args()
     if args.step == "tune":
-        tune(args.models or MODELS)
+        reference.run(args.models or reference.REFERENCE + reference.COVERAGE, args.minutes)
     elif args.step == "transfer":
         transfer(args.models or tuned_models(), args.policy)
     elif args.step == "one":

@@ -2,8 +2,10 @@
 Parquet round trip (a stored sample rebuilds the very schedule that was measured)."""
 
 import json
+import os
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -137,13 +139,17 @@ def test_corrupt_files_and_rows_are_skipped_and_reported(collected, tmp_path):
     row = {"workload": "w", "sample": 0, "space": 0, "decisions": "[]", "run_secs": [1.0],
            "mean_secs": -1.0, "status": "ok", "error": None, "collected": 0.0}  # fmt: skip
     odd = store.write("records", [row, {**row, "status": "exploded", "mean_secs": 1.0}], IDS[0])
+    # A space id that does not fit the column: the file is skipped, never wrapped to -25536.
+    wide = bad.with_name("part-zzzz-wide.parquet")
+    columns = {k: [v] for k, v in {**row, "mean_secs": 1.0, "workload": "w2"}.items()}
+    pq.write_table(pa.table({**columns, "space": pa.array([40000], pa.int64())}), wide)
     try:
         records, report = load_records(out)
-        assert "skipped 1 unreadable files" in report.summary() and report.skipped_rows == 2
-        assert "w" not in records["workload"].to_pylist()
+        assert "skipped 2 unreadable files" in report.summary() and report.skipped_rows == 2
+        assert not {"w", "w2"} & set(records["workload"].to_pylist())
     finally:
-        bad.unlink()
-        odd.unlink()
+        for path in (bad, odd, wide):
+            path.unlink()
 
 
 def test_stored_sample_rebuilds_the_measured_schedule(kernels):
@@ -208,6 +214,14 @@ def test_a_compaction_killed_before_its_deletes_duplicates_nothing(tmp_path, mon
     parts = sorted(p.name for p in (tmp_path / "ds" / "records" / "target=cpu-a").iterdir())
     assert len(parts) == 2 and "part-0-typo.parquet" in parts
     assert sorted(load_records(tmp_path / "ds")[0]["sample"].to_pylist()) == [0, 1, 2]
+    # A killed writer's temporary file goes at a later compaction, once it is an hour old.
+    folder = tmp_path / "ds" / "records" / "target=cpu-a"
+    stale, fresh = folder / "part-1.tmp", folder / "part-2.tmp"
+    for tmp in (stale, fresh):
+        tmp.write_bytes(b"half a part")
+    os.utime(stale, (0, 0))
+    store.compact()
+    assert not stale.exists() and fresh.exists()
 
 
 def test_a_kill_before_features_are_written_is_repaired_by_a_rerun(kernels, tmp_path):

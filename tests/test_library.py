@@ -180,6 +180,7 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
         wid = a.add_workload(matmul(16), "matmul", 2 * 16**3, model="m1", kernel_name="mm")
         a.start_run("tune:m1:host", "tune", "m1", target_key(host), {})
         a.add_curve_point("tune:m1:host", 1, 1.0, 3e-3)
+        a.add_kernel_point("tune:m1:host", wid, 3, 1e-3)
         for secs in (3e-3, 1e-3, 2e-3):
             a.add_record(wid, host, [[], []], [secs], run_id="tune:m1:host")
         a.add_record(wid, host, [[], []], [])  # failed: never copied with top_k
@@ -191,6 +192,7 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
         assert b.records(bid, host)[0].donor == "x#w9"
         assert b.info()["models"] == ["m1", "m2"]
         assert b.curve("tune:m1:host") == [(1, 1.0, 3e-3)]
+        assert b.kernel_curves("tune:m1:host") == {bid: [(3, 1e-3)]}
         tuned = LibraryDatabase(b, host, read=("tuned",))
         (best,) = tuned.get_top_k(ms.database.Workload(matmul(16)), 1)
         assert float(best.run_secs[0]) == pytest.approx(1e-3)
@@ -198,6 +200,10 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
         assert b.merge(a) == (1, 3)  # everything, failures included, but what b holds
         assert b.count_records(bid) == 5 and len(b.curve("tune:m1:host")) == 1
         assert b.merge(a) == (1, 0) and b.merge(b) == (1, 0)  # repeated and self-merge: no-ops
+        # Compaction keeps the best records per workload and target, and every curve.
+        assert a.compact(2) == 3 and [r.mean_secs for r in a.records(wid, host)] == [5e-4, 1e-3]
+        assert a.kernel_curves("tune:m1:host") == {wid: [(3, 1e-3)]}
+        assert a.compact(2) == 0
 
 
 def test_read_commands_never_create_or_change_a_library(tmp_path, capsys):
@@ -263,3 +269,20 @@ def test_postgresql_passwords_are_never_shown():
     with pytest.raises(LibraryError) as err:
         open_library("postgresql://me:s3cret@127.0.0.1:1/nothing")
     assert "s3cret" not in str(err.value)
+
+
+def test_a_writer_waits_a_bounded_time_then_gets_one_clear_error(tmp_path):
+    from transtune.library.store import Library
+
+    lib = Library(tmp_path / "lib.db", busy_timeout=1.0)
+    holder = sqlite3.connect(tmp_path / "lib.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer, stalled inside its transaction
+    try:
+        with pytest.raises(LibraryError, match="no write possible within 1 s"):
+            lib.add_curve_point("r", 1, 1.0, 1.0)
+    finally:
+        holder.execute("ROLLBACK")
+    lib.start_run("r", "tune", "m", "{}", {})  # the library is usable again at once
+    lib.add_curve_point("r", 1, 1.0, 1.0)
+    assert lib.curve("r") == [(1, 1.0, 1.0)]
+    lib.close()

@@ -10,7 +10,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from transtune.compile import compile_model
 from transtune.frontend import from_module
-from transtune.library import open_library, plain
+from transtune.library import open_library, plain, target_key
 from transtune.library.database import LibraryDatabase
 from transtune.measure import load_cpu_tensor_intrinsics
 from transtune.targets import get_config
@@ -150,6 +150,66 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         (a,) = [k for k in avx2.kernels if k.kernel.kernel_class == "matmul+add+relu"]
         assert a.tried == a.fallback == 1
         assert a.donor is None or "@" in a.donor  # marked with the target it was tuned for
+
+
+class _ExporterSpelled(torch.nn.Module):
+    """A residual bias add and a GELU written out as erf arithmetic, the way ONNX exporters
+    spell them: kernel classes no tuned model has (``matmul+add+add``, ``matmul+add+...erf``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        h = self.fc1(x) + x
+        y = self.fc2(h)
+        return 0.5 * y * (1.0 + torch.erf(y / 1.4142135623730951))
+
+
+def test_anchor_stage_gives_other_classes_a_donor_schedule(tmp_path, target):
+    torch.manual_seed(0)
+    model = from_module(_ExporterSpelled().eval(), (torch.randn(16, 64),), name="spelled")
+    with open_library(tmp_path / "lib.db") as lib:
+        tune(mlp(64, 64, 16, "donor_mlp"), lib, "host", trials=16, num_trials_per_iter=8)
+        result = transfer_tune(model, lib, "host", sample=0)
+        matmuls = [k for k in result.kernels if k.kernel.kernel_class.startswith("matmul")]
+        assert len(matmuls) == 2 and "matmul+add+relu" not in {
+            k.kernel.kernel_class for k in matmuls
+        }
+        for k in matmuls:
+            assert k.stage == "anchor", (k.kernel.kernel_class, k.errors)
+            assert k.donor.startswith("donor_mlp") and k.donor.endswith("~anchor")
+            assert k.best_secs < k.untuned_secs
+        compiled = compile_model(model, "host", LibraryDatabase(lib, get_config("host")))
+        expected = model.torch_module(*model.torch_inputs()).detach().numpy()
+        np.testing.assert_allclose(compiled.run(model.inputs)[0], expected, rtol=1e-4, atol=1e-5)
+        resumed = transfer_tune(model, lib, "host", sample=0, resume=True)
+        assert [k.stage for k in resumed.kernels] == [k.stage for k in result.kernels]
+
+
+def test_anchor_replay_of_another_anchor_is_reported_not_raised(target):
+    from transtune.transfer.replay import anchor_block, replay_anchor
+
+    donor, kernel = matmul(32, 32, 32), conv()
+    assert (anchor_block(donor), anchor_block(kernel)) == ("C", "conv")
+    trace = sampled_trace(donor, target)
+    result = replay_anchor(trace, donor, kernel, target, postprocessors(kernel, target))
+    assert result.schedule is None and result.error
+
+
+def test_imported_records_serve_as_anchor_donors(tmp_path, target):
+    from transtune.tasks import Kernel
+    from transtune.transfer.search import AnchorDonors
+
+    config = get_config("host")
+    with open_library(tmp_path / "lib.db") as lib:
+        wid = lib.add_workload(matmul(32, 32, 32))  # as `library import` adds it: no class
+        lib.add_record(wid, config, sampled_trace(matmul(32, 32, 32), target), [1e-5])
+        kernel = Kernel("k", "matmul+add", 1, 2 * 48**3, "h", matmul(48, 48, 48))
+        (candidate,) = AnchorDonors(lib, target_key(config), "new").candidates(kernel, 8)
+        assert candidate.models == ("imported",) and candidate.donor.endswith("~anchor")
+        other = Kernel("c", "conv2d", 1, 1.0, "h", conv())  # another anchor block: none
+        assert AnchorDonors(lib, target_key(config), "new").candidates(other, 8) == []
 
 
 def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):

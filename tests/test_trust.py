@@ -6,9 +6,10 @@ from test_library import matmul
 from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
+from transtune.errors import TranstuneError
 from transtune.library import LibraryError, open_library, plain
 from transtune.library.database import LibraryDatabase
-from transtune.library.jsondb import import_json
+from transtune.library.jsondb import import_json, open_json_database
 from transtune.library.trust import UnsafeTrace, check_trace, trace_problem
 from transtune.targets import get_config
 from transtune.transfer.replay import postprocessors, replay
@@ -33,18 +34,23 @@ def test_allowlist():
     assert trace_problem({"not": "a trace"}) is not None
 
 
-def test_unsafe_trace_is_refused_on_import(tmp_path):
+def _work_dir(path, evil: tuple[bool, ...]):
+    """A MetaSchedule JSON work dir with one matmul record per entry of ``evil``."""
     config = get_config("host")
-    work_dir = tmp_path / "ms"
-    work_dir.mkdir()
-    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
+    path.mkdir()
+    database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=True)
     workload = database.commit_workload(matmul(16))
     args = ms.arg_info.ArgInfo.from_prim_func(matmul(16)["main"])
-    for evil in (False, True):
+    for bad in evil:
         record = ms.database.TuningRecord(
-            _schedule(evil).trace, workload, [1e-3], config.tvm_target(), args
+            _schedule(bad).trace, workload, [1e-3], config.tvm_target(), args
         )
         database.commit_tuning_record(record)
+    return path
+
+
+def test_unsafe_trace_is_refused_on_import(tmp_path):
+    work_dir = _work_dir(tmp_path / "ms", (False, True))
     with open_library(tmp_path / "lib.db") as lib:
         report = import_json(lib, work_dir)
         assert report.records == 1 and len(report.skipped) == 1
@@ -67,3 +73,15 @@ def test_unsafe_trace_is_refused_on_merge_replay_and_read(tmp_path):
         assert len(view.get_all_tuning_records()) == 1
     result = replay(evil, matmul(16), postprocessors(matmul(16), config.tvm_target()))
     assert result.schedule is None and "unsafe trace" in result.error
+
+
+def test_bench_database_skips_a_bad_line_and_refuses_an_unsafe_trace(tmp_path):
+    work_dir = _work_dir(tmp_path / "ms", (False,))
+    with open(work_dir / "database_tuning_record.json", "a") as f:
+        f.write("[0, {not json\n")
+    database, report = open_json_database(work_dir)
+    assert report.records == 1 and [n for _, n, _ in report.skipped] == [2]
+    (best,) = database.get_top_k(ms.database.Workload(matmul(16)), 1)
+    assert float(best.run_secs[0]) == pytest.approx(1e-3)
+    with pytest.raises(TranstuneError, match="line 2: .*pragma_import_llvm"):
+        open_json_database(_work_dir(tmp_path / "evil", (False, True)))

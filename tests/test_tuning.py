@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from transtune.compile import compile_model
-from transtune.library import open_library
+from transtune.library import LibraryError, open_library
 from transtune.library.database import LibraryDatabase
 from transtune.targets import get_config
-from transtune.tuning import tune
+from transtune.tuning import Convergence, tune
 
 TINY = textwrap.dedent(
     """
@@ -78,7 +78,7 @@ def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
     url = f"sqlite:///{tmp_path}/lib.db"
     script = TINY + textwrap.dedent(
         f"""
-        from transtune.library import open_library
+        from transtune.library import LibraryError, open_library
         from transtune.tuning import tune
         with open_library({url!r}) as lib:
             tune(MODEL, lib, "host", trials=400, num_trials_per_iter=8)
@@ -96,6 +96,8 @@ def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
                 if len(seen) >= 16:
                     break
         assert proc.poll() is None, "tuning ended before it could be killed"
+        with open_library(url) as lib, pytest.raises(LibraryError, match="being run by process"):
+            tune(tiny_mlp(), lib, "host", trials=8)  # the same model's run, meanwhile
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -106,6 +108,8 @@ def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
         assert lib.query("PRAGMA integrity_check") == [("ok",)]
         kept = {r.id for r in lib.records()}
         assert set(seen) <= kept
+        # The curve counts no trial the library lacks (it is written after the records).
+        assert lib.query("SELECT MAX(trials) FROM curve")[0][0] <= len(kept)
         budget = len(kept) + 8
         result = tune(tiny_mlp(), lib, "host", trials=budget, num_trials_per_iter=8)
         assert result.new_trials == 8
@@ -119,6 +123,38 @@ def test_time_budget_stops_tuning(tmp_path, budget):
         result = tune(tiny_mlp(), lib, "host", num_trials_per_iter=8, **budget)
     assert result.stopped == "time"
     assert 8 <= result.new_trials <= 16
+
+
+def test_convergence_rule_reads_the_last_quarter_of_a_kernel_curve():
+    rule = Convergence()  # 256 trials at least; the last quarter improving by under 2%
+    flat = [(32 * i, 1.0 if i < 4 else 0.9) for i in range(1, 9)]  # flat since trial 128
+    assert rule.reached(flat)
+    assert not rule.reached(flat[:-1])  # 224 trials: too few
+    falling = [*flat[:-1], (256, 0.87)]  # 3.3% better than at trial 192
+    assert not rule.reached(falling)
+    assert rule.reached([*falling, (288, 0.87), (320, 0.87), (352, 0.866)])  # 0.5% since 264
+    assert not rule.reached([])
+
+
+def test_tune_until_converged_stops_each_kernel_and_resumes_compacted(tmp_path):
+    model = tiny_mlp()
+    with open_library(tmp_path / "lib.db") as lib:
+        # Never converges (no improvement is below 0%): the per-kernel cap ends it.
+        strict = Convergence(min_trials=8, tail=0.5, tolerance=0.0)
+        capped = tune(model, lib, "host", per_kernel=16, num_trials_per_iter=8, until=strict)
+        assert (capped.stopped, capped.new_trials) == ("budget", 16)
+        # Always converged once 24 trials are in (no change can reach 100%).
+        loose = Convergence(min_trials=24, tail=0.5, tolerance=1.0)
+        result = tune(model, lib, "host", per_kernel=64, num_trials_per_iter=8, until=loose)
+        assert (result.stopped, result.new_trials) == ("converged", 8)
+        (state,) = result.kernels
+        curves = lib.kernel_curves(result.run_id)
+        assert [t for t, _ in curves[state.workload_id]] == [8, 16, 24]
+        assert curves[state.workload_id][-1][1] == state.best_secs
+        # Compacted to the best record, the library still knows the kernel has converged.
+        assert lib.compact(1) == 23 and lib.count_records() == 1
+        again = tune(model, lib, "host", per_kernel=64, num_trials_per_iter=8, until=loose)
+        assert (again.stopped, again.new_trials, again.kernels[0].trials) == ("done", 0, 24)
 
 
 def test_tune_needs_a_budget(tmp_path):

@@ -116,7 +116,9 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     if args.database:
         from .library.jsondb import open_json_database
 
-        database = open_json_database(args.database)
+        database, report = open_json_database(args.database)
+        if report.skipped:
+            console.print(f"{args.database}: {report.summary()}", style="yellow")
     elif library is not None:
         database = LibraryDatabase(library, config)
     try:
@@ -281,6 +283,8 @@ def _progress():
 
 
 def _cmd_tune(args: argparse.Namespace) -> None:
+    from .tuning import Convergence
+
     with _workflow(args) as wf, _progress() as progress:
         model = wf.model
         bar = progress.add_task(f"tuning {model.name}", total=args.trials or args.time, info="")
@@ -289,12 +293,16 @@ def _cmd_tune(args: argparse.Namespace) -> None:
             _, _, latency = tuner.curve[-1]
             done = tuner.new_trials if args.trials else tuner.elapsed() - tuner.seconds0
             info = f"{tuner.new_trials} trials, est. {1e3 * latency:.2f} ms"
+            if tuner.until is not None:
+                converged = sum(tuner.converged(s) for s in tuner.states)
+                info += f", {converged}/{len(tuner.states)} kernels converged"
             progress.update(bar, completed=done, info=info)
 
         result = wf.tune(
             trials=args.trials, per_kernel=args.per_kernel, time_budget=args.time,
             num_trials_per_iter=args.batch_size, seed=args.seed, on_update=update,
             device=_device(args).as_dict() if args.rpc else None,
+            until=Convergence() if args.until_converged else None,
         )  # fmt: skip
     table = Table(
         title=f"{model.name} on {result.config}: {result.new_trials} new trials "
@@ -592,6 +600,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=_positive(), help="total measured candidates for the model")
     p.add_argument("--time", type=_positive(float), help="time budget of this session, seconds")
     p.add_argument("--per-kernel", type=_positive(), help="cap of measured candidates per kernel")
+    p.add_argument("--until-converged", action="store_true",
+                   help="tune each kernel until its best flattens (at least 256 candidates, the "
+                        "last quarter improving it by under 2%%)")  # fmt: skip
     p.add_argument("--batch-size", type=_positive(), default=32, help="candidates per round")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", help="a trained cost model (checkpoint) to guide the search")
@@ -704,8 +715,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "tune" and args.trials is None and args.time is None:
-        parser.error("tune needs --trials or --time")
+    if args.command == "tune" and args.trials is args.time is None and not args.until_converged:
+        parser.error("tune needs --trials, --time or --until-converged")
     if args.command == "library" and args.action in ("import", "export", "merge") and not args.path:
         parser.error(f"library {args.action} needs a path")
     if args.command == "dataset" and (args.out is None) != (args.action in ("info", "migrate")):

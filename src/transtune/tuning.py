@@ -14,8 +14,14 @@ latency first (weight x best latency so far): its first round gives every kernel
 task order, so under a time budget the kernels that matter most are not left for last.
 
 The tuning curve (estimated end-to-end latency = sum over kernels of weight x best measured
-latency, against wall time and trials) is recorded after every measured batch. Kernels not
-measured yet count with their untuned latency, measured once at the start.
+latency, against wall time and trials) is recorded after every measured batch, and so is each
+kernel's own (trials, best latency) curve. Kernels not measured yet count with their untuned
+latency, measured once at the start.
+
+With ``until=Convergence()`` each kernel is tuned until its own curve flattens (the converged
+reference of the transfer issue): its search ends once it has at least 256 measured candidates
+and the last quarter of them improved its best by less than 2%. Kernel curves survive
+:meth:`~transtune.library.Library.compact`, so a compacted library resumes with its counts.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -53,6 +59,24 @@ and timing. A model that already ranks well needs less exploration per round
 (``benchmarks/guided.py``)."""
 
 
+@dataclass(frozen=True)
+class Convergence:
+    """When a kernel's tuning has converged: at least ``min_trials`` measured candidates, and
+    the last ``tail`` of them improved its best latency by less than ``tolerance``."""
+
+    min_trials: int = 256
+    tail: float = 0.25
+    tolerance: float = 0.02
+
+    def reached(self, curve: list[tuple[int, float]]) -> bool:
+        """Whether a kernel's (trials, best seconds) curve, in order, has converged."""
+        if not curve or curve[-1][0] < self.min_trials:
+            return False
+        trials, best = curve[-1]
+        before = [b for t, b in curve if t <= trials * (1 - self.tail)]
+        return bool(before) and (before[-1] - best) < self.tolerance * before[-1]
+
+
 @dataclass
 class KernelState:
     """Tuning progress of one kernel."""
@@ -62,6 +86,7 @@ class KernelState:
     untuned_secs: float
     best_secs: float
     trials: int  # measured candidates in the library, this target, all runs
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best) of this run
 
     @property
     def speedup(self) -> float:
@@ -79,7 +104,7 @@ class TuneResult:
     curve: list[tuple[int, float, float]]  # (trials, seconds, estimated latency)
     new_trials: int = 0
     seconds: float = 0.0
-    stopped: str = "budget"  # "budget", "time", "interrupted" or "done"
+    stopped: str = "budget"  # "budget", "time", "interrupted", "converged" or "done"
     failures: int = 0
 
     @property
@@ -162,12 +187,13 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
 class _Tuner:
     """State of one tuning session (see :func:`tune`)."""
 
-    def __init__(self, library, run_id, states, max_new, on_update):
+    def __init__(self, library, run_id, states, max_new, on_update, until=None):
         self.library = library
         self.run_id = run_id
         self.states = states  # every kernel of the model
         self.task_states: list[KernelState] = []  # the kernels being tuned, by task id
         self.max_new = max_new
+        self.until: Convergence | None = until
         self.deadline: float | None = None
         self.on_update = on_update
         self.new_trials = 0
@@ -175,21 +201,37 @@ class _Tuner:
         self.stop_reason: str | None = None
         self.task = 0  # the task whose batch is being measured
         self.live = False  # batches are counted when measured (see on_measured)
+        # Points reach the library only once their batch's records are committed (see flush).
+        self.pending: list[tuple[int | None, int, tuple, tuple]] = []
+        self.measured: dict[int, int] = {}  # task -> batches counted when measured
+        self.joined: dict[int, int] = {}  # task -> batches MetaSchedule has committed
+        self.claimed = time.time()
         curve = library.curve(run_id)
         self.trials0 = curve[-1][0] if curve else sum(s.trials for s in states)
         self.seconds0 = curve[-1][1] if curve else 0.0
         self.start = time.perf_counter()
         self.curve = list(curve)
         if not curve:
-            self.add_point()
+            point = (self.trials0, 0.0, estimate_latency(states))
+            library.add_curve_point(run_id, *point)
+            self.curve.append(point)
 
     def elapsed(self) -> float:
         return self.seconds0 + time.perf_counter() - self.start
 
-    def add_point(self) -> None:
-        point = (self.trials0 + self.new_trials, self.elapsed(), estimate_latency(self.states))
-        self.library.add_curve_point(self.run_id, *point)
-        self.curve.append(point)
+    def flush(self) -> None:
+        """Write the curve points whose batches MetaSchedule has committed to the library, in
+        order: after a kill the curve never counts trials the library lacks."""
+        while self.pending:
+            task, index, point, kernel_point = self.pending[0]
+            if task is not None and index >= self.joined.get(task, 0):
+                break
+            self.pending.pop(0)
+            self.library.add_kernel_point(self.run_id, *kernel_point)
+            self.library.add_curve_point(self.run_id, *point)
+        if time.time() - self.claimed > 60:
+            self.claimed = time.time()
+            self.library.claim_run(self.run_id)
 
     def set_task(self, task_id: int) -> None:
         self.task = task_id
@@ -199,11 +241,14 @@ class _Tuner:
         candidates only): counted now, so the curve shows results when they are measured
         rather than when MetaSchedule's scheduler gets round to joining the task."""
         self.live = True
-        self._count(self.task, [None] * len(runner_results), runner_results)
+        index = self.measured.get(self.task, 0)
+        self.measured[self.task] = index + 1
+        self._count(self.task, [None] * len(runner_results), runner_results, index)
 
     def on_batch(self, task_id, builder_results, runner_results) -> None:
-        """A batch joined by MetaSchedule; with a synchronous runner only its build failures
-        are new here."""
+        """A batch joined (its records committed) by MetaSchedule; with a synchronous runner
+        only its build failures are new here."""
+        self.joined[task_id] = self.joined.get(task_id, 0) + 1
         if self.live:
             failed = [(b, r) for b, r in zip(builder_results, runner_results, strict=True)
                       if b.error_msg is not None]  # fmt: skip
@@ -211,8 +256,11 @@ class _Tuner:
                 self._count(task_id, *map(list, zip(*failed, strict=True)))
         else:
             self._count(task_id, builder_results, runner_results)
+        self.flush()
 
-    def _count(self, task_id, builder_results, runner_results) -> None:
+    def _count(self, task_id, builder_results, runner_results, index: int | None = None) -> None:
+        """Count a batch of task ``task_id`` (its ``index``-th measured batch, or None: one
+        committed already)."""
         state = self.task_states[task_id]
         for b, r in zip(builder_results, runner_results, strict=True):
             secs = [float(s) for s in r.run_secs] if r.run_secs is not None else []
@@ -222,7 +270,11 @@ class _Tuner:
                 state.best_secs = min(state.best_secs, sum(secs) / len(secs))
         state.trials += len(runner_results)
         self.new_trials += len(runner_results)
-        self.add_point()
+        state.curve.append((state.trials, state.best_secs))
+        point = (self.trials0 + self.new_trials, self.elapsed(), estimate_latency(self.states))
+        self.curve.append(point)
+        kernel_point = (state.workload_id, state.trials, state.best_secs)
+        self.pending.append((None if index is None else task_id, index or 0, point, kernel_point))
         if self.stop_reason is None:
             if self.max_new is not None and self.new_trials >= self.max_new:
                 self.stop_reason = "budget"
@@ -233,6 +285,14 @@ class _Tuner:
 
     def should_stop(self) -> bool:
         return self.stop_reason is not None
+
+    def task_done(self, task_id: int) -> bool:
+        """Whether task ``task_id`` should measure no more: the session stops, or the kernel
+        has converged."""
+        return self.should_stop() or self.converged(self.task_states[task_id])
+
+    def converged(self, state: KernelState) -> bool:
+        return self.until is not None and self.until.reached(state.curve)
 
     def interrupt(self, *_):
         self.stop_reason = "interrupted"
@@ -275,6 +335,7 @@ def tune_kernels(
     builder=None,
     runner=None,
     device: dict | None = None,
+    until: Convergence | None = None,
 ) -> TuneResult:
     """Tune ``kernels`` (of the model ``name``) into ``library``; see the module docstring.
 
@@ -285,9 +346,10 @@ def tune_kernels(
     :class:`~transtune.costmodel.metaschedule.LearnedCostModel`). ``search``: options of
     MetaSchedule's evolutionary search (e.g. :data:`GUIDED_SEARCH`). ``device``: the measuring
     device's hardware descriptor (``HardwareDescriptor.as_dict()``), kept with the run.
+    ``until``: tune each kernel until it converges (``per_kernel`` then caps it).
     """
-    if trials is None and time_budget is None:
-        raise ValueError("give a trial budget, a time budget, or both")
+    if trials is None and time_budget is None and until is None:
+        raise ValueError("give a trial budget, a time budget, a convergence rule, or several")
     target = config.tvm_target()
     key = target_key(config)
     run_id = f"tune:{name}:{config.name}"
@@ -295,93 +357,107 @@ def tune_kernels(
         run_id, "tune", name, key,
         {"trials": trials, "per_kernel": per_kernel, "seed": seed,
          "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__,
-         "search": search, "device": device},
+         "search": search, "device": device,
+         "until": None if until is None else until.__dict__},
     )  # fmt: skip
     listeners: list[Callable] = []  # told of each batch measured by our synchronous runner
     if runner is None:
         runner = SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads), listeners)
-    with warm_builder(builder, config.num_threads) as builder:
-        states: list[KernelState] = []
-        for k in kernels:
-            wid = library.add_workload(k.mod, k.kernel_class, k.flops, name, k.name, k.weight)
-            best = library.records(wid, key, top_k=1, ok_only=True)
-            states.append(
-                KernelState(k, wid, float("nan"), best[0].mean_secs if best else FAILED_SECONDS,
-                            library.count_records(wid, key))
-            )  # fmt: skip
-        for state, secs in zip(
-            states, measure_untuned(kernels, target, builder, runner), strict=True
-        ):
-            state.untuned_secs = secs
-            state.best_secs = min(state.best_secs, secs)
+    library.claim_run(run_id)  # a second tune of this model here is refused meanwhile
+    try:
+        with warm_builder(builder, config.num_threads) as builder:
+            states: list[KernelState] = []
+            curves = library.kernel_curves(run_id)
+            for k in kernels:
+                wid = library.add_workload(k.mod, k.kernel_class, k.flops, name, k.name, k.weight)
+                best = library.records(wid, key, top_k=1, ok_only=True)
+                curve = curves.get(wid, [])
+                count = max(library.count_records(wid, key), curve[-1][0] if curve else 0)
+                states.append(
+                    KernelState(k, wid, float("nan"), best[0].mean_secs if best else FAILED_SECONDS,
+                                count, curve)
+                )  # fmt: skip
+            for state, secs in zip(
+                states, measure_untuned(kernels, target, builder, runner), strict=True
+            ):
+                state.untuned_secs = secs
+                state.best_secs = min(state.best_secs, secs)
 
-        done_trials = sum(s.trials for s in states)
-        per_kernel = per_kernel if per_kernel is not None else trials
-        remaining = None if trials is None else max(0, trials - done_trials)
-        todo = [i for i, s in enumerate(states) if per_kernel is None or s.trials < per_kernel]
-        todo.sort(key=lambda i: -states[i].kernel.weight * states[i].best_secs)
-        tuner = _Tuner(library, run_id, states, remaining, on_update)
-        listeners.append(tuner.on_measured)
-        result = TuneResult(name, config.name, run_id, states, tuner.curve)
-        if not todo or remaining == 0:
-            result.stopped = "done"
+            done_trials = sum(s.trials for s in states)
+            per_kernel = per_kernel if per_kernel is not None else trials
+            remaining = None if trials is None else max(0, trials - done_trials)
+            tuner = _Tuner(library, run_id, states, remaining, on_update, until)
+            todo = [
+                i
+                for i, s in enumerate(states)
+                if (per_kernel is None or s.trials < per_kernel) and not tuner.converged(s)
+            ]
+            todo.sort(key=lambda i: -states[i].kernel.weight * states[i].best_secs)
+            listeners.append(tuner.on_measured)
+            result = TuneResult(name, config.name, run_id, states, tuner.curve)
+            if not todo or remaining == 0:
+                result.stopped = "done"
+                return result
+
+            load_cpu_tensor_intrinsics()
+            tasks, weights = [], []
+            rand_states = ms.utils.fork_seed(seed, n=len(todo))
+            big = 10**9
+            for task_id, (i, rand_state) in enumerate(zip(todo, rand_states, strict=True)):
+                k = states[i].kernel
+                cap = big if per_kernel is None else per_kernel - states[i].trials
+                strategy = BudgetedSearch(
+                    ms.search_strategy.SearchStrategy.create("evolutionary", **(search or {})), cap,
+                    functools.partial(tuner.task_done, task_id),
+                    functools.partial(tuner.set_task, task_id),
+                )  # fmt: skip
+                tasks.append(
+                    ms.TuneContext(
+                        mod=k.mod,
+                        target=target,
+                        space_generator="post-order-apply",
+                        search_strategy=strategy,
+                        task_name=k.name,
+                        rand_state=rand_state,
+                        num_threads=config.num_threads,
+                    ).clone()
+                )
+                weights.append(float(k.weight))
+            tuner.task_states = [states[i] for i in todo]
+            if time_budget is not None:
+                tuner.deadline = time.perf_counter() + time_budget
+            database = LibraryDatabase(library, config, "tuned", run_id)
+            callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
+            model_cost = (
+                ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
+                if isinstance(cost_model, str)
+                else cost_model
+            )
+            # Ctrl-C ends the search after the batch in hand; only the main thread can catch it.
+            main = threading.current_thread() is threading.main_thread()
+            previous = signal.signal(signal.SIGINT, tuner.interrupt) if main else None
+            try:
+                ms.task_scheduler.TaskScheduler.create("gradient").tune(
+                    tasks=tasks,
+                    task_weights=weights,
+                    max_trials_global=remaining if remaining is not None else big,
+                    max_trials_per_task=per_kernel if per_kernel is not None else big,
+                    num_trials_per_iter=num_trials_per_iter,
+                    builder=builder,
+                    runner=runner,
+                    measure_callbacks=callbacks,
+                    database=database,
+                    cost_model=model_cost,
+                )
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, previous)
+            library.finish_run(run_id)
+            result.new_trials = tuner.new_trials
+            result.failures = tuner.failures
+            result.seconds = time.perf_counter() - tuner.start
+            converged = until is not None and all(tuner.converged(s) for s in states)
+            result.stopped = tuner.stop_reason or ("converged" if converged else "budget")
             return result
-
-        load_cpu_tensor_intrinsics()
-        tasks, weights = [], []
-        rand_states = ms.utils.fork_seed(seed, n=len(todo))
-        big = 10**9
-        for task_id, (i, rand_state) in enumerate(zip(todo, rand_states, strict=True)):
-            k = states[i].kernel
-            cap = big if per_kernel is None else per_kernel - states[i].trials
-            strategy = BudgetedSearch(
-                ms.search_strategy.SearchStrategy.create("evolutionary", **(search or {})), cap,
-                tuner.should_stop, functools.partial(tuner.set_task, task_id),
-            )  # fmt: skip
-            tasks.append(
-                ms.TuneContext(
-                    mod=k.mod,
-                    target=target,
-                    space_generator="post-order-apply",
-                    search_strategy=strategy,
-                    task_name=k.name,
-                    rand_state=rand_state,
-                    num_threads=config.num_threads,
-                ).clone()
-            )
-            weights.append(float(k.weight))
-        tuner.task_states = [states[i] for i in todo]
-        if time_budget is not None:
-            tuner.deadline = time.perf_counter() + time_budget
-        database = LibraryDatabase(library, config, "tuned", run_id)
-        callbacks = [*ms.measure_callback.MeasureCallback.create("default"), _Progress(tuner)]
-        model_cost = (
-            ms.cost_model.CostModel.create(cost_model, num_tuning_cores=config.num_threads)
-            if isinstance(cost_model, str)
-            else cost_model
-        )
-        # Ctrl-C ends the search after the batch in hand; only the main thread can catch it.
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, tuner.interrupt) if main else None
-        try:
-            ms.task_scheduler.TaskScheduler.create("gradient").tune(
-                tasks=tasks,
-                task_weights=weights,
-                max_trials_global=remaining if remaining is not None else big,
-                max_trials_per_task=per_kernel if per_kernel is not None else big,
-                num_trials_per_iter=num_trials_per_iter,
-                builder=builder,
-                runner=runner,
-                measure_callbacks=callbacks,
-                database=database,
-                cost_model=model_cost,
-            )
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-        library.finish_run(run_id)
-        result.new_trials = tuner.new_trials
-        result.failures = tuner.failures
-        result.seconds = time.perf_counter() - tuner.start
-        result.stopped = tuner.stop_reason or "budget"
-        return result
+    finally:
+        library.release_run(run_id)

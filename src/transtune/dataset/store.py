@@ -156,12 +156,12 @@ class DatasetStore:
         wanted = columns or schema.names
         pieces = []
         for path in self.files(table, target):
-            try:
+            try:  # a value that does not fit its column's type skips the file, not wraps
                 piece = pq.read_table(path, columns=wanted)
-            except Exception as err:  # ArrowInvalid, OSError, missing columns ...
+                piece = piece.cast(pa.schema([schema.field(c) for c in wanted]), safe=True)
+            except Exception as err:  # ArrowInvalid, OSError, missing columns, overflow ...
                 report.skipped_files.append((str(path), str(err).splitlines()[0][:120]))
                 continue
-            piece = piece.cast(pa.schema([schema.field(c) for c in wanted]), safe=False)
             if table == "records":
                 piece = _valid_records(piece, report)
                 name = path.parent.name.split("=", 1)[1]
@@ -214,7 +214,8 @@ class DatasetStore:
     def compact(self) -> int:
         """Merge every table's (and partition's) part files into one; returns files removed.
         One compaction at a time (a lock file); a part that cannot be read as its table is
-        left in place (and reported by ``read``)."""
+        left in place (and reported by ``read``). Temporary files of killed writers (older
+        than ``STALE_TMP_SECONDS``) are deleted."""
         removed = 0
         folders = [self._folder(t, None) for t in SCHEMAS if t != "records"]
         folders += [self._folder("records", t) for t in self.targets()]
@@ -234,7 +235,16 @@ class DatasetStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+STALE_TMP_SECONDS = 3600  # a part's temporary file this old was left by a killed writer
+
+
 def _compact_folder(folder: Path, schema: pa.Schema) -> int:
+    for tmp in folder.glob("part-*.tmp"):
+        try:
+            if time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS:
+                tmp.unlink()
+        except FileNotFoundError:
+            continue
     parts = sorted(folder.glob("part-*.parquet"))
     live = set(_live_parts(folder))
     stale = [p for p in parts if p not in live]  # replaced by a compacted file already

@@ -93,6 +93,10 @@ class Postgres:
         except psycopg.Error as err:
             shown = redact(url)
             raise LibraryError(f"cannot connect to {shown}: {str(err).strip()}") from None
+        # Bounded waits: for the write lock, and for a client that stalls inside a transaction.
+        wait = int(1000 * busy_timeout)
+        self.conn.execute(f"SET lock_timeout = '{wait}ms'")
+        self.conn.execute(f"SET idle_in_transaction_session_timeout = '{10 * wait}ms'")
         self.errors = (psycopg.Error,)
         self.begin = ["BEGIN", "SELECT pg_advisory_xact_lock(7216)"]
 

@@ -48,35 +48,16 @@ def import_json(
     run_id: str | None = None,
 ) -> ImportReport:
     """Add the workloads and records of a MetaSchedule JSON work dir to ``library``."""
-    from tvm.s_tir import meta_schedule as ms
-
-    work_dir = Path(work_dir)
-    if not (work_dir / WORKLOADS).is_file():
-        raise TranstuneError(f"{work_dir} has no {WORKLOADS}: not a MetaSchedule work dir")
     report = ImportReport()
-    workloads: dict[int, tuple[int, object]] = {}  # line index -> (library id, Workload)
-    for index, (lineno, text) in enumerate(_lines(work_dir / WORKLOADS)):
+    workloads = _workloads(work_dir, report)
+    ids = {i: library.add_workload(w.mod, model=model) for i, w in workloads.items()}
+    report.workloads = len(ids)
+    for index, lineno, record in _records(work_dir, workloads, report):
         try:
-            workload = ms.database.Workload.from_json(json.loads(text))
-        except Exception as err:
-            report.skipped.append((WORKLOADS, lineno, error_line(err, 200)))
-            continue
-        workloads[index] = (library.add_workload(workload.mod, model=model), workload)
-        report.workloads += 1
-    path = work_dir / RECORDS
-    for lineno, text in _lines(path) if path.is_file() else []:
-        try:
-            index, record_json = json.loads(text)
-            if index not in workloads:
-                raise ValueError(f"refers to workload line {index + 1}, which is missing or bad")
-            workload_id, workload = workloads[index]
-            record = ms.database.TuningRecord.from_json(record_json, workload)  # validates
-            trace, run_secs, target, args_info = record.as_json()
-            if target is None:
-                raise ValueError("record has no target")
+            trace, run_secs, _, args_info = record.as_json()
             check_trace(plain(trace))
             added = library.add_record(
-                workload_id,
+                ids[index],
                 target_key(record.target),
                 trace,
                 list(run_secs or []),
@@ -93,19 +74,62 @@ def import_json(
 
 
 def open_json_database(work_dir: str | Path):
-    """A MetaSchedule ``JSONDatabase`` of ``work_dir``, its traces checked (see
-    :mod:`.trust`): one outside the allowlist is refused with its record number."""
+    """A MetaSchedule database (in memory) of ``work_dir``'s records, and an
+    :class:`ImportReport` of the corrupt lines it skipped. Traces are checked (see
+    :mod:`.trust`): one outside the allowlist refuses the whole work dir, with its line."""
     from tvm.s_tir import meta_schedule as ms
 
-    path = Path(work_dir)
-    if not (path / WORKLOADS).is_file():
-        raise TranstuneError(f"{work_dir} is not a MetaSchedule JSON database work dir")
-    database = ms.database.JSONDatabase(work_dir=str(path), allow_missing=False)
-    for i, record in enumerate(database.get_all_tuning_records()):
+    report = ImportReport()
+    workloads = _workloads(work_dir, report)
+    database = ms.database.MemoryDatabase()
+    committed = {i: database.commit_workload(w.mod) for i, w in workloads.items()}
+    report.workloads = len(committed)
+    for index, lineno, record in _records(work_dir, workloads, report):
         problem = trace_problem(plain(record.trace.as_json()))
         if problem is not None:
-            raise TranstuneError(f"{work_dir}: tuning record {i + 1}: {problem}")
-    return database
+            raise TranstuneError(f"{work_dir}: {RECORDS} line {lineno}: {problem}")
+        database.commit_tuning_record(
+            ms.database.TuningRecord(record.trace, committed[index], record.run_secs,
+                                     record.target, record.args_info)
+        )  # fmt: skip
+        report.records += 1
+    return database, report
+
+
+def _workloads(work_dir: str | Path, report: ImportReport) -> dict:
+    """Line index -> MetaSchedule ``Workload`` of a work dir; bad lines go to ``report``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    path = Path(work_dir) / WORKLOADS
+    if not path.is_file():
+        raise TranstuneError(f"{work_dir} has no {WORKLOADS}: not a MetaSchedule work dir")
+    out = {}
+    for index, (lineno, text) in enumerate(_lines(path)):
+        try:
+            out[index] = ms.database.Workload.from_json(json.loads(text))
+        except Exception as err:
+            report.skipped.append((WORKLOADS, lineno, error_line(err, 200)))
+    return out
+
+
+def _records(work_dir: str | Path, workloads: dict, report: ImportReport):
+    """(workload line index, line number, ``TuningRecord``) of each good record line; bad lines
+    go to ``report``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    path = Path(work_dir) / RECORDS
+    for lineno, text in _lines(path) if path.is_file() else []:
+        try:
+            index, record_json = json.loads(text)
+            if index not in workloads:
+                raise ValueError(f"refers to workload line {index + 1}, which is missing or bad")
+            record = ms.database.TuningRecord.from_json(record_json, workloads[index])
+            if record.target is None:
+                raise ValueError("record has no target")
+        except Exception as err:
+            report.skipped.append((RECORDS, lineno, error_line(err, 200)))
+            continue
+        yield index, lineno, record
 
 
 def export_json(library: Library, work_dir: str | Path, target=None) -> int:

@@ -59,6 +59,12 @@ CREATE TABLE IF NOT EXISTS curve (
     seconds REAL NOT NULL,           -- wall time since the run (or its first session) started
     latency REAL NOT NULL            -- estimated end-to-end latency: sum weight x best kernel
 );
+CREATE TABLE IF NOT EXISTS kernel_curve (  -- added in place to version 2: old readers ignore it
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    workload_id INTEGER NOT NULL REFERENCES workloads (id),
+    trials INTEGER NOT NULL,         -- candidates of this kernel measured so far (all runs)
+    best REAL NOT NULL               -- its best mean seconds so far
+);
 """
 
 

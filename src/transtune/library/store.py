@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import error_line
 from .backend import Cursor, LibraryError, Postgres, SQLite, parse_url, redact
+from .runs import RunLog
 from .schema import FAILED_SECONDS, INSERT_NEW, PROVENANCES, SCHEMA, SCHEMA_VERSION
 
 
@@ -103,7 +105,7 @@ def _tvm_version() -> str:
     return str(tvm.__version__)
 
 
-class Library:
+class Library(RunLog):
     """A schedule library (SQLite file or PostgreSQL database). Use :func:`open_library`;
     close with :meth:`close`."""
 
@@ -147,6 +149,7 @@ class Library:
         kind, where = parse_url(url)
         self.url = redact(str(url))  # as shown: a PostgreSQL password is never printed
         self.path = redact(where)  # the file (SQLite) or the connection URL (PostgreSQL)
+        self._busy_timeout = busy_timeout
         backend = SQLite if kind == "sqlite" else Postgres
         try:
             self._backend = backend(where, busy_timeout, read_only)
@@ -161,16 +164,35 @@ class Library:
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
-        """One write transaction, writers one at a time: all of it lands, or none of it."""
+        """One write transaction, writers one at a time: all of it lands, or none of it. A
+        writer waits at most the busy timeout for another to finish, then gets a
+        ``LibraryError``; so does a commit that fails (the transaction is rolled back)."""
         cur = self._conn.cursor()
-        for statement in self._backend.begin:
-            cur.execute(statement)
+        try:
+            for statement in self._backend.begin:
+                cur.execute(statement)
+        except self._backend.errors as err:
+            self._rollback(cur)
+            raise LibraryError(
+                f"{self.path}: no write possible within {self._busy_timeout:.0f} s (another "
+                f"writer holds the library?): {error_line(err)}"
+            ) from None
         try:
             yield Cursor(cur, self._backend)
         except BaseException:
-            cur.execute("ROLLBACK")
+            self._rollback(cur)
             raise
-        cur.execute("COMMIT")
+        try:
+            cur.execute("COMMIT")
+        except self._backend.errors as err:
+            self._rollback(cur)
+            raise LibraryError(f"{self.path}: a write did not commit: {error_line(err)}") from None
+
+    def _rollback(self, cur) -> None:
+        try:
+            cur.execute("ROLLBACK")
+        except self._backend.errors:
+            pass  # no transaction was open
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
         return self._conn.execute(self._backend.sql(sql), params).fetchall()
@@ -368,10 +390,13 @@ class Library:
                 self.skipped_rows += 1
         return out
 
-    def best_by_class(self, kernel_class: str, target: Any) -> list[tuple[int, float, str, Record]]:
-        """Per workload of ``kernel_class``: (workload id, FLOPs, models, its best record) on
-        ``target``, fastest first. Only successful measurements count."""
+    def best_by_class(
+        self, kernel_class: str | None, target: Any
+    ) -> list[tuple[int, float, str, Record]]:
+        """Per workload of ``kernel_class`` (None: of every class): (workload id, FLOPs, models,
+        its best record) on ``target``, fastest first. Only successful measurements count."""
         key = target if isinstance(target, str) else target_key(target)
+        where, params = ("w.kernel_class = ? AND ", (kernel_class,)) if kernel_class else ("", ())
         rows = self.query(
             "SELECT w.id, COALESCE(w.flops, 0), "
             "(SELECT GROUP_CONCAT(model) FROM workload_models m WHERE m.workload_id = w.id), "
@@ -379,11 +404,11 @@ class Library:
             "r.run_id, r.tvm_version "
             "FROM records r JOIN workloads w ON w.id = r.workload_id "
             "JOIN targets t ON t.id = r.target_id "
-            f"WHERE w.kernel_class = ? AND t.key = ? AND r.mean_secs < {FAILED_SECONDS} "
+            f"WHERE {where}t.key = ? AND r.mean_secs < {FAILED_SECONDS} "
             "AND r.id = (SELECT b.id FROM records b WHERE b.workload_id = w.id "
             "  AND b.target_id = t.id ORDER BY b.mean_secs, b.id LIMIT 1) "
             "ORDER BY r.mean_secs",
-            (kernel_class, key),
+            (*params, key),
         )
         out = []
         for wid, flops, models, *rest in rows:
@@ -444,36 +469,33 @@ class Library:
                         "INSERT INTO curve VALUES (?, ?, ?, ?)",
                         other.query("SELECT * FROM curve WHERE run_id = ?", (run_id,)),
                     )
+                    cur.executemany(
+                        "INSERT INTO kernel_curve VALUES (?, ?, ?, ?)",
+                        [(run_id, ids[w], t, b) for w, t, b in other.query(
+                            "SELECT workload_id, trials, best FROM kernel_curve WHERE run_id = ?",
+                            (run_id,)) if w in ids],
+                    )  # fmt: skip
             copied = 0
             for _, w, key, _name, *rest in rows:
                 row = (ids[w], targets[key], *rest[:-1])
                 copied += cur.execute(INSERT_NEW, row + (row[0], row[1], row[2], row[4])).rowcount
         return len(ids), copied
 
-    # -- runs and tuning curves --------------------------------------------------------------
-
-    def start_run(self, run_id: str, kind: str, model: str | None, target: str, params: dict):
+    def compact(self, top_k: int) -> int:
+        """Delete all but the best ``top_k`` records per workload and target (runs and curves
+        stay); returns how many were deleted. Shipped libraries are kept this small. A SQLite
+        file is vacuumed after."""
         with self.transaction() as cur:
-            cur.execute(
-                "INSERT OR IGNORE INTO runs (run_id, kind, model, target, params, started) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, kind, model, target, json.dumps(params), time.time()),
-            )
-
-    def finish_run(self, run_id: str) -> None:
-        with self.transaction() as cur:
-            cur.execute("UPDATE runs SET finished = ? WHERE run_id = ?", (time.time(), run_id))
-
-    def add_curve_point(self, run_id: str, trials: int, seconds: float, latency: float) -> None:
-        with self.transaction() as cur:
-            cur.execute("INSERT INTO curve VALUES (?, ?, ?, ?)", (run_id, trials, seconds, latency))
-
-    def curve(self, run_id: str) -> list[tuple[int, float, float]]:
-        """(trials, seconds, estimated latency) points of a run, in order."""
-        return self.query(
-            "SELECT trials, seconds, latency FROM curve WHERE run_id = ? ORDER BY seconds",
-            (run_id,),
-        )
+            deleted = cur.execute(
+                "DELETE FROM records WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
+                "(PARTITION BY workload_id, target_id ORDER BY mean_secs, id) AS n FROM records) "
+                "ranked WHERE n > ?)",
+                (top_k,),
+            ).rowcount
+        if isinstance(self._backend, SQLite):
+            self.query("VACUUM")
+            self.query("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
 
     # -- summary -----------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from ..library import Record
 from ..tasks import Kernel
 
 DEFAULT_POLICY = "shape"
+ANCHOR_MARK = "~anchor"  # ends the donor of a schedule transferred through the anchor block
 COVERAGE_MODELS = 2
 
 
@@ -36,13 +37,15 @@ class Candidate:
     flops: float
     record: Record
     fallback: bool = False  # tuned for another target of the same kind (marked in the donor)
+    anchor: bool = False  # a kernel of another class with the same anchor block (marked too)
 
     @property
     def donor(self) -> str:
         spec = self.record.target
         where = f"@{self.record.hardware or spec.get('mcpu', spec.get('kind'))}"
         where = where if self.fallback else ""
-        return f"{','.join(self.models) or '?'}#w{self.workload_id}{where}"
+        mark = ANCHOR_MARK if self.anchor else ""
+        return f"{','.join(self.models) or '?'}#w{self.workload_id}{where}{mark}"
 
     @property
     def shapes(self) -> list[tuple[int, ...]]:

@@ -1,9 +1,15 @@
-"""Replay a donor kernel's schedule trace on another kernel of the same class.
+"""Replay a donor kernel's schedule trace on another kernel.
 
 A trace is applied without its postprocessing instructions, then the new kernel's own
 postprocessors run (plain replay of a full trace breaks on structural changes). Tile sizes
 that no longer divide the new extents are re-fitted by TVM without an error; we detect that by
 comparing the tile decisions before and after and report it.
+
+:func:`replay` is for a donor of the same kernel class. :func:`replay_anchor` takes a donor of
+another class with the same *anchor block* (the block with an init statement and the most
+FLOPs, e.g. the convolution of ``conv2d+add+relu``): MetaSchedule's
+``schedule_using_anchor_trace`` applies the donor's instructions on that block and inlines or
+parallelizes the elementwise blocks around it, which differ between the two kernels.
 """
 
 from __future__ import annotations
@@ -61,6 +67,17 @@ def postprocessors(mod, target) -> list:
     return list(context.space_generator.postprocs)
 
 
+def anchor_block(mod) -> str | None:
+    """Name of ``mod``'s anchor block (MetaSchedule's definition), or None if it has none."""
+    from tvm.s_tir.analysis import find_anchor_sblock
+
+    try:
+        block = find_anchor_sblock(mod)
+    except Exception:  # more than one block with an init statement
+        return None
+    return None if block is None else str(block.name_hint)
+
+
 def replay(trace_json: Any, mod, postprocs: list, sch: Schedule | None = None) -> Replay:
     """Apply ``trace_json`` (a MetaSchedule record's trace) to ``mod`` (or to ``sch``, a fresh
     schedule of it, e.g. with its own random seed) and post-process it. Sampling instructions
@@ -76,6 +93,10 @@ def replay(trace_json: Any, mod, postprocs: list, sch: Schedule | None = None) -
     except Exception as err:  # ScheduleError, InternalError on structural mismatch
         return Replay(None, error_line(err))
     refitted = _tile_decisions(sch.trace) != _tile_decisions_json(trace_json)
+    return _postprocess(sch, postprocs, refitted)
+
+
+def _postprocess(sch: Schedule, postprocs: list, refitted: bool) -> Replay:
     sch.enter_postproc()
     for postproc in postprocs:
         try:
@@ -85,3 +106,21 @@ def replay(trace_json: Any, mod, postprocs: list, sch: Schedule | None = None) -
         if not ok:
             return Replay(None, f"postprocessor {type(postproc).__name__} rejected it", refitted)
     return Replay(sch, None, refitted)
+
+
+def replay_anchor(trace_json: Any, donor_mod, mod, target, postprocs: list) -> Replay:
+    """Apply the anchor block's part of ``trace_json`` (a record of ``donor_mod``, a kernel of
+    another class) to ``mod`` and post-process it; see the module docstring."""
+    problem = trace_problem(trace_json)
+    if problem is not None:
+        return Replay(None, f"unsafe trace: {problem}")
+    trace_json = strip_postproc(trace_json)
+    donor = Schedule(donor_mod)
+    sch = Schedule(mod)
+    try:
+        Trace.apply_json_to_schedule(trace_json, donor)
+        ms.trace_apply.schedule_using_anchor_trace(sch, donor.trace, target)
+    except Exception as err:  # the anchor blocks differ in structure
+        return Replay(None, error_line(err))
+    refitted = _tile_decisions(sch.trace) != _tile_decisions_json(trace_json)
+    return _postprocess(sch, postprocs, refitted)

@@ -7,12 +7,19 @@ has none, on other targets of the same kind (marked fallback). A donor policy
 built in parallel, checked against the untuned kernel on random inputs, and timed on its
 own. The fastest correct one wins if it beats the untuned kernel, and is committed to the
 library as ``transferred`` with its donor. A kernel that no donor schedule improves (a class
-the library lacks, say) falls through to the next stage of the cascade: ``sample`` programs
-drawn from its own design space, of which the cost model's best few (without a cost model:
-the first few; ``SAMPLES_MEASURED``, or ``measure_top`` if more) are checked and timed the
-same way, the winner committed as ``sampled``. Each kernel reports the stage that won
-(``transfer``, ``sampled``, or ``untuned`` when nothing beat TVM's default build). The model
-then compiles with the winners.
+the library lacks, say) falls through the rest of the cascade, each stage measured the same way:
+
+- ``anchor``: donors of *other* classes whose anchor block (see :mod:`.replay`) has the same
+  name, e.g. a ``conv2d+add+relu`` schedule on a ``conv2d+add+add+relu`` kernel, or a
+  ``matmul+add`` one on an exporter's ``matmul+add+add``; committed as ``transferred``, the
+  donor marked ``~anchor``;
+- ``sampled``: ``sample`` programs drawn from the kernel's own design space, of which the cost
+  model's best few (without a cost model: the first few; ``SAMPLES_MEASURED``, or
+  ``measure_top`` if more) are timed; committed as ``sampled``.
+
+Each kernel reports the stage that won (``transfer``, ``anchor``, ``sampled``, or ``untuned``
+when nothing beat TVM's default build, with the reasons in its errors). The model then
+compiles with the winners.
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ from ..measure import (
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, extract_kernels
 from ..tuning import estimate_latency, measure_untuned
-from .policies import DEFAULT_POLICY, Candidate, get_policy
-from .replay import postprocessors, replay
+from .policies import ANCHOR_MARK, DEFAULT_POLICY, Candidate, get_policy
+from .replay import anchor_block, postprocessors, replay, replay_anchor
 
 RTOL = 1e-3  # a transferred kernel's outputs must be within RTOL x max|reference|
 SAMPLES_MEASURED = 4  # sampled programs measured per kernel (at least; or measure_top)
@@ -60,7 +67,7 @@ class KernelTransfer:
     failed: int = 0  # failed to build or run
     ranked_out: int = 0  # replayed, but not measured: the cost model ranked them lower
     errors: list[str] = field(default_factory=list)
-    stage: str = "untuned"  # what won: "transfer", "sampled" or "untuned" (nothing beat it)
+    stage: str = "untuned"  # what won: "transfer", "anchor", "sampled" or "untuned" (nothing)
     sampled: int = 0  # programs drawn from the kernel's own design space
     seconds: float = 0.0  # replay, build, check and measurement time of this kernel
     measured: dict[int, float | None] = field(default_factory=dict)  # donor workload -> s
@@ -118,6 +125,35 @@ def _pool(library, kernel, model, key, fallback=False) -> list[Candidate]:
         if donors:
             found.append(Candidate(wid, donors, flops, record, fallback))
     return found
+
+
+class AnchorDonors:
+    """The cascade's ``anchor`` pool: the best record on the target of every library workload
+    occurring in a model other than ``model`` or in none (imported from a MetaSchedule work
+    dir: no class, donor ``imported``), by the name of the workload's anchor block (one query;
+    each anchor block found once)."""
+
+    def __init__(self, library: Library, key: str, model: str) -> None:
+        self.by_anchor: dict[str, list[tuple[str | None, Candidate]]] = {}
+        classes = dict(library.query("SELECT id, kernel_class FROM workloads"))
+        for wid, flops, models, record in library.best_by_class(None, key):
+            names = [m for m in models.split(",") if m]
+            donors = tuple(m for m in names if m != model) if names else ("imported",)
+            name = anchor_block(library.workload_mod(wid)) if donors else None
+            if name is not None:
+                candidate = Candidate(wid, donors, flops, record, anchor=True)
+                self.by_anchor.setdefault(name, []).append((classes[wid], candidate))
+
+    def candidates(self, kernel: Kernel, limit: int, donors=None) -> list[Candidate]:
+        """Donors of other classes with ``kernel``'s anchor block (of the models ``donors``, if
+        given), closest FLOPs first."""
+        found = [
+            c for cls, c in self.by_anchor.get(anchor_block(kernel.mod) or "", [])
+            if cls != kernel.kernel_class and (not donors or set(donors).intersection(c.models))
+        ]  # fmt: skip
+        found.sort(key=lambda c: (abs(np.log(max(c.flops, 1.0) / max(kernel.flops, 1.0))),
+                                  c.record.mean_secs))  # fmt: skip
+        return found[:limit]
 
 
 class _NumericsCheck:
@@ -216,6 +252,7 @@ def transfer_tune(
         "measure_top": measure_top if cost_model is not None else None,
     })  # fmt: skip
     results = []
+    anchors: AnchorDonors | None = None  # built when a kernel first needs it
     measuring = time.perf_counter()
     with warm_builder(builder, config.num_threads) as builder:
         untuned = measure_untuned(kernels, target, builder, runner)
@@ -228,10 +265,16 @@ def transfer_tune(
             prior = _won_before(library, wid, config, run_id) if resume else None
             if prior is not None:  # an interrupted run got this far: keep what it found
                 outcome.best_secs, outcome.donor = prior.mean_secs, prior.donor
-                outcome.stage = "transfer" if prior.provenance == "transferred" else "sampled"
+                outcome.stage = _stage(prior)
             elif union:
                 _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
                                  builder, runner, run_id, cost_model, measure_top)  # fmt: skip
+            if prior is None and outcome.donor is None:
+                anchors = anchors or AnchorDonors(library, key, model.name)
+                pool = anchors.candidates(kernel, max_candidates, donors)
+                if pool:
+                    _transfer_kernel(kernel, wid, pool, outcome, library, config, builder,
+                                     runner, run_id, cost_model, measure_top)  # fmt: skip
             if prior is None and outcome.donor is None and sample > 0:
                 _sample_kernel(kernel, wid, sample, outcome, library, config, builder, runner,
                                run_id, cost_model, measure_top)  # fmt: skip
@@ -241,6 +284,13 @@ def transfer_tune(
                 on_kernel(outcome)
     library.finish_run(run_id)
     return TransferResult(model.name, config.name, results, time.perf_counter() - start, key, setup)
+
+
+def _stage(record) -> str:
+    """The cascade stage that committed ``record``."""
+    if record.provenance == "sampled":
+        return "sampled"
+    return "anchor" if (record.donor or "").endswith(ANCHOR_MARK) else "transfer"
 
 
 def _won_before(library: Library, wid: int, config: TargetConfig, run_id: str):
@@ -260,7 +310,11 @@ def _transfer_kernel(
         outcome.tried += 1
         outcome.fallback += candidate.fallback
         outcome.measured[candidate.workload_id] = None
-        result = replay(candidate.record.trace, kernel.mod, postprocs)
+        if candidate.anchor:
+            donor_mod = library.workload_mod(candidate.workload_id)
+            result = replay_anchor(candidate.record.trace, donor_mod, kernel.mod, target, postprocs)
+        else:
+            result = replay(candidate.record.trace, kernel.mod, postprocs)
         outcome.refitted += result.refitted
         if result.schedule is None:
             outcome.replay_failed += 1
@@ -293,7 +347,7 @@ def _transfer_kernel(
         elif m.seconds < outcome.best_secs:
             outcome.best_secs, outcome.donor, best = m.seconds, candidate.donor, (sch, m)
     if best is not None:
-        outcome.stage = "transfer"
+        outcome.stage = "anchor" if outcome.donor.endswith(ANCHOR_MARK) else "transfer"
         _commit(library, kernel, wid, config, best, "transferred", outcome.donor, run_id)
 
 
