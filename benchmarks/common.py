@@ -5,11 +5,12 @@ names, plus ``"<area>.meta"``)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
+
+from transtune.files import write_text_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = ROOT / "docs" / "results" / "summary.json"
@@ -49,7 +50,5 @@ def merge_summary(area: str, figures: dict, threads: int | None = None) -> dict:
     summary.update(figures)
     summary[f"{area}.meta"] = run_meta(threads)
     SUMMARY.parent.mkdir(parents=True, exist_ok=True)
-    tmp = SUMMARY.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, SUMMARY)
+    write_text_atomic(SUMMARY, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return summary

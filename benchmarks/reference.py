@@ -2,7 +2,8 @@
 full-tuning reference), the ceiling page and the shipped library (the transfer issue, item 3).
 
     python benchmarks/reference.py run [--minutes M] [MODEL ...]   # resumable; run it alone
-    python benchmarks/reference.py status
+    python benchmarks/reference.py report   # docs/results/reference.md + reference_curves.png
+    python benchmarks/reference.py compact  # archive and compact what a killed session left
 
 Every model tunes in a fresh process into its own library,
 ``data/library/reference/<hardware id>/MODEL.db``, with the synchronous runner and seed 0:
@@ -10,7 +11,9 @@ the models of REFERENCE until every kernel converges (``transtune tune --until-c
 at least 256 measured candidates, the last quarter improving its best by under 2%; at most
 MAX_PER_KERNEL), the rest of the zoo (COVERAGE) with COVERAGE_PER_KERNEL candidates per
 kernel, so that the library ends with every kernel class of the zoo. After each session the
-library is compacted to its best TOP_K records per kernel; the model's curve and every
+whole library (every measured candidate: a search trajectory, which the cost-model issue
+wants as training data beside random samples) is kept xz-compressed under ``search/``, then
+the library is compacted to its best TOP_K records per kernel; the model's curve and every
 kernel's (trials, best) curve stay, so the next session (on any checkout) resumes with the
 counts. A model is finished once a session ends without reaching its time limit; that is
 kept in the library (meta ``reference:finished``). Commit the folder as it grows.
@@ -88,8 +91,46 @@ def one(model_name: str, seconds: float) -> None:
             if result.stopped not in ("time", "interrupted"):
                 lib.set_meta(FINISHED, result.stopped)
         finally:
+            kept = archive(lib, model_name)
             deleted = lib.compact(TOP_K)
-    print(f"  compacted: {deleted} records deleted, {path.stat().st_size / 2**20:.1f} MiB")
+    print(f"  compacted: {deleted} records deleted ({kept}), {path.stat().st_size / 2**20:.1f} MiB")
+    if result.stopped == "interrupted":
+        sys.exit(130)  # the queue stops too
+
+
+def archive(lib, model_name: str) -> str:
+    """The whole library, xz-compressed, as ``search/MODEL-<time>.db.xz`` (skipped when
+    compaction would drop nothing). Returns what was kept, for the log."""
+    import lzma
+    import os
+    import shutil
+    import tempfile
+
+    workloads = lib.query("SELECT COUNT(DISTINCT workload_id) FROM records")[0][0]
+    if lib.count_records() <= TOP_K * workloads:
+        return "nothing to keep"
+    out = folder() / "search" / f"{model_name}-{time.strftime('%Y%m%dT%H%M%S')}.db.xz"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy.db"
+        lib.query("VACUUM INTO ?", (str(copy),))
+        with open(copy, "rb") as src, lzma.open(Path(tmp) / "out.xz", "wb", preset=6) as dst:
+            shutil.copyfileobj(src, dst)
+        shutil.move(Path(tmp) / "out.xz", out.with_suffix(".tmp"))
+        os.replace(out.with_suffix(".tmp"), out)
+    return f"all {lib.count_records()} kept in {out.name}, {out.stat().st_size / 2**20:.1f} MiB"
+
+
+def compact(models: list[str]) -> None:
+    """Archive and compact the libraries of ``models`` (what a SIGKILLed session left)."""
+    from transtune.library import open_library
+
+    for model in models:
+        path = folder() / f"{model}.db"
+        if path.is_file():
+            with open_library(path) as lib:
+                kept = archive(lib, model)
+                print(f"{model}: {lib.compact(TOP_K)} records deleted ({kept})")
 
 
 def run(models: list[str], minutes: float) -> None:
@@ -106,20 +147,21 @@ def run(models: list[str], minutes: float) -> None:
         child = subprocess.Popen([sys.executable, __file__, "one", model, "--seconds",
                                   str(left - 90)])  # fmt: skip
         try:
-            child.wait()
+            code = child.wait()
         except KeyboardInterrupt:  # the child has it too: it stops after its batch, compacts
             child.wait()
             return
+        if code == 130:  # interrupted (a background queue ignores SIGINT, its child does not)
+            return
 
 
-def status() -> None:
-    """Per model: kernels, converged, trials, estimated latency, tuning seconds."""
+def progress() -> list[dict]:
+    """Per model with a reference library: kernels, converged, trials, estimated latency,
+    tuning seconds, finished, and the curve."""
     from transtune.library import open_library
     from transtune.tuning import Convergence
 
-    rule = Convergence()
-    print("| model | kernels | converged | trials | est. ms | seconds | finished |")
-    print("|---|---|---|---|---|---|---|")
+    rule, rows = Convergence(), []
     for model in REFERENCE + COVERAGE:
         path = folder() / f"{model}.db"
         if not path.is_file():
@@ -128,18 +170,70 @@ def status() -> None:
             runs = lib.query("SELECT run_id FROM runs WHERE kind = 'tune'")
             if not runs:
                 continue
-            curves = lib.kernel_curves(runs[0][0])
             curve = lib.curve(runs[0][0])
-            kernels = len(lib.query("SELECT 1 FROM workload_models WHERE model = ?", (model,)))
-            done = sum(rule.reached(c) for c in curves.values())
-            trials, seconds, latency = curve[-1] if curve else (0, 0.0, float("nan"))
-            print(f"| {model} | {kernels} | {done} | {trials} | {1e3 * latency:.2f} | "
-                  f"{seconds:.0f} | {lib.get_meta(FINISHED) or 'no'} |")  # fmt: skip
+            kernels = lib.query("SELECT COUNT(*) FROM workload_models WHERE model = ?", (model,))
+            rows.append({
+                "model": model, "converge": model in REFERENCE, "kernels": kernels[0][0],
+                "converged": sum(map(rule.reached, lib.kernel_curves(runs[0][0]).values())),
+                "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
+                "finished": lib.get_meta(FINISHED), "curve": curve,
+                "mib": path.stat().st_size / 2**20,
+            })  # fmt: skip
+    return rows
+
+
+def report() -> None:
+    """docs/results/reference.md (+ reference_curves.png): where the queue stands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from common import run_meta
+
+    out = ROOT / "docs" / "results"
+    meta, rows = run_meta(), progress()
+    lines = [
+        "# Reference tunings: the converged queue",
+        "",
+        f"Written by `benchmarks/reference.py report` at commit {meta['commit']} on "
+        f"{meta['date']} from the libraries in `data/library/reference/{folder().name}/` "
+        f"(measured on {meta['cpu']}, `{meta['mcpu']}`, hardware id `{folder().name}`, "
+        f"{meta['threads']} threads; TVM {meta['versions'].get('apache-tvm')}). Each model is "
+        "tuned by `transtune tune` (MetaSchedule evolutionary search, XGBoost cost model, "
+        f"synchronous runner, seed {SEED}): the models marked *converge* until every kernel "
+        "has at least 256 measured candidates and its last quarter improved its best by under "
+        f"2% (at most {MAX_PER_KERNEL} per kernel), the others with {COVERAGE_PER_KERNEL} per "
+        "kernel. Estimated latency = sum over kernels of weight x best measured kernel time "
+        "(the tuning curve's figure, not an end-to-end measurement). Seconds = the tuning "
+        "clock, summed over sessions (setup excluded). The queue is resumable; unfinished "
+        "models continue in later sessions.",
+        "",
+        "| model | rule | kernels | converged | trials | est. ms | tuning s | finished | MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
+            f"{r['kernels']} | {r['converged']} | {r['trials']} | {1e3 * r['latency']:.2f} | "
+            f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['mib']:.2f} |"
+        )
+    lines += ["", "![curves](reference_curves.png)", ""]
+    (out / "reference.md").write_text("\n".join(lines))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in rows:
+        trials, _, latency = zip(*r["curve"], strict=True)
+        ax.plot(trials, [1e3 * x for x in latency], label=r["model"])
+    ax.set(xlabel="measured candidates", ylabel="estimated latency (ms)", yscale="log",
+           title=f"reference tunings on {folder().name}")  # fmt: skip
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "reference_curves.png", dpi=120)
+    print("\n".join(lines))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["run", "one", "status"])
+    parser.add_argument("step", choices=["run", "one", "report", "compact"])
     parser.add_argument("models", nargs="*")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--seconds", type=float, default=3600.0)
@@ -148,8 +242,10 @@ def main() -> None:
         run(args.models or REFERENCE + COVERAGE, args.minutes)
     elif args.step == "one":
         one(args.models[0], args.seconds)
+    elif args.step == "compact":
+        compact(args.models or REFERENCE + COVERAGE)
     else:
-        status()
+        report()
 
 
 if __name__ == "__main__":

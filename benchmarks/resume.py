@@ -7,9 +7,10 @@ epochs, ...), and a different fingerprint starts over.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
+
+from transtune.files import write_text_atomic
 
 
 class Steps:
@@ -23,8 +24,7 @@ class Steps:
         if key not in self.done:
             self.done[key] = step()
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "steps": self.done}))
-            os.replace(tmp, self.path)
+            state = {"fingerprint": self.fingerprint, "steps": self.done}
+            write_text_atomic(self.path, json.dumps(state))
         print(key, self.done[key], flush=True)
         return self.done[key]

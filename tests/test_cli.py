@@ -143,3 +143,17 @@ def test_costmodel_train_checks_its_output_before_training(tmp_path, capsys):
     argv = ["costmodel", "train", str(root / "data" / "dataset"), str(tmp_path / "no" / "m.json")]
     assert main(argv) == 2
     assert "no writable directory" in capsys.readouterr().err
+
+
+def test_damaged_files_are_one_line_and_exit_2(tmp_path, capsys):
+    from transtune.costmodel.models import FORMAT_VERSION, CostModelError, load
+
+    (tmp_path / "ds").mkdir()
+    for text in ("{", "[1, 2]", '{"format": 99}'):  # broken, not an object, a future format
+        (tmp_path / "ds" / "dataset.json").write_text(text)
+        assert main(["dataset", "info", str(tmp_path / "ds")]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    damaged = tmp_path / "m.json"
+    damaged.write_text(json.dumps({"kind": "xgb", "format": FORMAT_VERSION, "booster": "junk"}))
+    with pytest.raises(CostModelError, match="damaged xgb cost model"):
+        load(damaged)

@@ -100,6 +100,9 @@ def test_resume_with_another_seed_or_sampling_target_is_refused(collected, kerne
         collect(str(out), kernels[:1], CONFIGS, per_kernel=3, seed=1)
     with pytest.raises(DatasetError, match="collected with sampling"):
         collect(str(out), kernels[:1], ["host-avx2", *CONFIGS], per_kernel=3, seed=0)
+    # An alias and its hardware id are one configuration: one partition, not measured twice.
+    with pytest.raises(DatasetError, match="more than once"):
+        collect(str(out), kernels[:1], [*CONFIGS, IDS[0]], per_kernel=3, seed=0)
 
 
 def test_a_hardware_id_of_another_cpu_is_refused(collected, kernels):
@@ -174,6 +177,8 @@ def test_export_to_metaschedule_json(collected, tmp_path):
     assert count == len(records)
     database = ms.database.JSONDatabase(work_dir=str(tmp_path / "ms"), allow_missing=False)
     assert len(database.get_all_tuning_records()) == count
+    with pytest.raises(DatasetError, match="holds a MetaSchedule database already"):
+        export_json(out, tmp_path / "ms", IDS[0])  # again: refused, not every record twice
 
 
 def test_programs_of_another_configuration_are_measured_again(collected, kernels):

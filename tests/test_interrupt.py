@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from transtune.dataset import load_records
 from transtune.library import FAILED_SECONDS, open_library
 
@@ -79,6 +81,7 @@ def test_ctrl_c_during_collect_stores_nothing_bogus_and_resumes(tmp_path):
     assert len(records) == 3 * 8 and set(records["status"].to_pylist()) == {"ok"}
 
 
+@pytest.mark.slow  # the same worker pools as the collection's test above; make test-slow
 def test_ctrl_c_during_tune_stores_nothing_bogus_and_resumes(tmp_path):
     url = str(tmp_path / "lib.db")
     script = f"""

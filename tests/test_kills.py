@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent(
         return wrapper
 
     store._write_parquet = counted(store._write_parquet)
-    store._atomic_write_text = counted(store._atomic_write_text)
+    store.write_text_atomic = counted(store.write_text_atomic)
     Path.unlink = counted(Path.unlink)
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(),

@@ -174,9 +174,9 @@ def test_library_cli_import_info_ls_export(tuned_work_dir, tmp_path, capsys):
     assert (tmp_path / "out" / "database_tuning_record.json").read_text().count("\n") == 8
 
 
-def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path):
+def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path, library_url):
     host = get_config("host").tvm_target()
-    with open_library(tmp_path / "a.db") as a, open_library(tmp_path / "b.db") as b:
+    with open_library(tmp_path / "a.db") as a, open_library(library_url) as b:
         wid = a.add_workload(matmul(16), "matmul", 2 * 16**3, model="m1", kernel_name="mm")
         a.start_run("tune:m1:host", "tune", "m1", target_key(host), {})
         a.add_curve_point("tune:m1:host", 1, 1.0, 3e-3)
@@ -271,18 +271,35 @@ def test_postgresql_passwords_are_never_shown():
     assert "s3cret" not in str(err.value)
 
 
-def test_a_writer_waits_a_bounded_time_then_gets_one_clear_error(tmp_path):
+def test_a_writer_waits_a_bounded_time_then_gets_one_clear_error(library_url):
     from transtune.library.store import Library
 
-    lib = Library(tmp_path / "lib.db", busy_timeout=1.0)
-    holder = sqlite3.connect(tmp_path / "lib.db", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # another writer, stalled inside its transaction
+    lib = Library(library_url, busy_timeout=1.0)
+    if library_url.startswith("sqlite"):  # another writer, stalled inside its transaction
+        holder = sqlite3.connect(library_url.removeprefix("sqlite:///"), isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg
+
+        holder = psycopg.connect(library_url, autocommit=True)
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(7216)")
     try:
         with pytest.raises(LibraryError, match="no write possible within 1 s"):
             lib.add_curve_point("r", 1, 1.0, 1.0)
     finally:
         holder.execute("ROLLBACK")
+        holder.close()
     lib.start_run("r", "tune", "m", "{}", {})  # the library is usable again at once
     lib.add_curve_point("r", 1, 1.0, 1.0)
     assert lib.curve("r") == [(1, 1.0, 1.0)]
     lib.close()
+
+
+def test_a_library_of_another_schema_version_is_refused(tmp_path):
+    open_library(tmp_path / "lib.db").close()
+    with sqlite3.connect(tmp_path / "lib.db") as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    for read_only in (False, True):
+        with pytest.raises(LibraryError, match="schema version 99, this transtune reads"):
+            open_library(tmp_path / "lib.db", read_only=read_only)

@@ -7,6 +7,7 @@ import torch
 from transtune.dataset import collect, load_records
 from transtune.dataset.collect import DatasetKernel
 from transtune.dataset.prune import STRATEGIES, Programs, load_programs, prune, select
+from transtune.dataset.store import DatasetError
 from transtune.frontend import from_module
 from transtune.targets import get_config
 from transtune.tasks import extract_kernels
@@ -71,6 +72,10 @@ def test_prune_writes_a_dataset_of_the_kept_programs(tmp_path):
     assert report.summary() == "nothing skipped"
     assert summary["records"] == len(records) and 0 < summary["programs"] < summary["of"]
     assert len(load_programs(out)) == summary["programs"]
+    for existing in (out, src):  # a rerun, or --out the source itself: refused, not appended
+        with pytest.raises(DatasetError, match="not empty"):
+            prune(src, existing, "subsample", 0.5, seed=1)
+    assert len(load_records(out)[0]) == summary["records"]
     from transtune.cli import main
 
     argv = ["dataset", "prune", str(src), "--strategy", "dedup+diversity", "--keep", "0.25",

@@ -157,6 +157,21 @@ def test_tune_until_converged_stops_each_kernel_and_resumes_compacted(tmp_path):
         assert (again.stopped, again.new_trials, again.kernels[0].trials) == ("done", 0, 24)
 
 
+def test_tuning_from_a_worker_thread(tmp_path):
+    import threading
+
+    model, done = tiny_mlp(), {}
+
+    def work() -> None:
+        with open_library(tmp_path / "lib.db") as lib:
+            done["result"] = tune(model, lib, "host", trials=8, num_trials_per_iter=8)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(timeout=300)
+    assert done["result"].new_trials == 8 and done["result"].stopped == "budget"
+
+
 def test_tune_needs_a_budget(tmp_path):
     with open_library(tmp_path / "lib.db") as lib, pytest.raises(ValueError, match="budget"):
         tune(tiny_mlp(), lib, "host")

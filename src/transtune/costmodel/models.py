@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TranstuneError
+from ..files import write_text_atomic
 from .data import CostData
 from .metrics import evaluate
 
@@ -131,7 +132,7 @@ class XGBCostModel(_Base):
 
     def save(self, path: str | Path) -> None:
         raw = self.booster.save_raw("json").decode()
-        Path(path).write_text(json.dumps({**self._header(), "booster": raw}))
+        write_text_atomic(path, json.dumps({**self._header(), "booster": raw}))
 
     @classmethod
     def _from(cls, payload: dict) -> XGBCostModel:
@@ -203,7 +204,7 @@ class TorchCostModel(_Base):
         buffer = io.BytesIO()
         torch.save(self.net.state_dict(), buffer)
         state = buffer.getvalue().hex()
-        Path(path).write_text(json.dumps({**self._header(), "state": state}))
+        write_text_atomic(path, json.dumps({**self._header(), "state": state}))
 
     @classmethod
     def _from(cls, payload: dict) -> TorchCostModel:
@@ -243,4 +244,7 @@ def load(path: str | Path) -> XGBCostModel | TorchCostModel:
     if payload.get("format") != FORMAT_VERSION:
         found = payload.get("format")
         raise CostModelError(f"{path}: cost model format {found}, this reads {FORMAT_VERSION}")
-    return KINDS[payload["kind"]]._from(payload)
+    try:
+        return KINDS[payload["kind"]]._from(payload)
+    except Exception as err:  # a valid header over a damaged body
+        raise CostModelError(f"{path}: a damaged {payload['kind']} cost model: {err}") from None

@@ -101,6 +101,9 @@ def collect(
     the programs of that hardware id's records instead of sampling (see the module doc)."""
     load_cpu_tensor_intrinsics()
     cfgs = [get_config(c) for c in configs]
+    twice = sorted({c.name for c in cfgs if [d.name for d in cfgs].count(c.name) > 1})
+    if twice:  # one partition each: the same hardware twice would measure everything twice
+        raise DatasetError(f"the configurations name {', '.join(twice)} more than once")
     sampling = {"seed": seed, "target": cfgs[0].target}
     store = DatasetStore(
         out, create=programs_from is None,

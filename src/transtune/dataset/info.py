@@ -130,6 +130,11 @@ def export_json(
     if limit is not None:
         records = records.slice(0, limit)
     work_dir = Path(work_dir)
+    held = [n for n in ("database_workload.json", "database_tuning_record.json")
+            if (work_dir / n).exists()]  # fmt: skip
+    if held:  # MetaSchedule would append: every record twice
+        raise DatasetError(f"{work_dir} holds a MetaSchedule database already ({held[0]}); "
+                           "export into a new or empty directory")  # fmt: skip
     work_dir.mkdir(parents=True, exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
     committed: dict[str, tuple] = {}

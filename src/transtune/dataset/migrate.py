@@ -16,8 +16,9 @@ import json
 import os
 from pathlib import Path
 
+from ..files import write_text_atomic
 from ..targets import foreign_cpu, hardware_for, host_configs
-from .store import FORMAT_VERSION, DatasetError, DatasetStore, _atomic_write_text
+from .store import FORMAT_VERSION, DatasetError, DatasetStore
 
 
 def migrate_dataset(path: str | Path, cpu: dict, redescribe: bool = False) -> dict[str, str]:
@@ -63,7 +64,7 @@ def migrate_dataset(path: str | Path, cpu: dict, redescribe: bool = False) -> di
     sampling = {"seed": meta.pop("seed", 0), "target": _sampling_target(rows)}
     meta.update(format=FORMAT_VERSION, sampling=meta.get("sampling", sampling),
                 migrated_from={"format": 1, "cpu": cpu})  # fmt: skip
-    _atomic_write_text(manifest, json.dumps(meta))
+    write_text_atomic(manifest, json.dumps(meta))
     return renamed
 
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..features import FEATURE_DIM
-from .store import DatasetStore
+from .store import DatasetError, DatasetStore
 
 
 @dataclass
@@ -192,6 +192,8 @@ def load_programs(path: str | Path, reference: str | None = None) -> Programs:
 
 def prune(src: str | Path, out: str | Path, strategy: str, keep: float, seed: int = 0) -> dict:
     """Write the programs ``strategy`` keeps (on every configuration) as a new dataset."""
+    if Path(out).exists() and any(Path(out).iterdir()):  # never append to a dataset
+        raise DatasetError(f"{out} exists and is not empty; prune writes a new dataset")
     programs = load_programs(src)
     mask = select(programs, strategy, keep, seed)
     kept = set(zip(programs.workload[mask], programs.sample[mask].tolist(), strict=True))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 import uuid
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import TranstuneError
+from ..files import replace_durably, write_text_atomic
 
 REPLACES = b"transtune.replaces"  # Parquet metadata key: the part files a compacted file holds
 FORMAT_VERSION = 2  # 2: partitions and descriptors keyed by hardware id, with fingerprints
@@ -100,8 +100,13 @@ class DatasetStore:
             if not create:
                 raise DatasetError(f"{self.path} is not a transtune dataset (no dataset.json)")
             self.path.mkdir(parents=True, exist_ok=True)
-            _atomic_write_text(manifest, json.dumps({"format": FORMAT_VERSION, **(meta or {})}))
-        self.meta = json.loads(manifest.read_text())
+            write_text_atomic(manifest, json.dumps({"format": FORMAT_VERSION, **(meta or {})}))
+        try:
+            self.meta = json.loads(manifest.read_text())
+        except (OSError, ValueError) as err:
+            raise DatasetError(f"{manifest} is damaged: {err}") from None
+        if not isinstance(self.meta, dict):
+            raise DatasetError(f"{manifest} is damaged: not a JSON object")
         if self.meta.get("format") == 1:
             raise DatasetError(
                 f"{self.path}: dataset format 1 (configurations named by alias); run "
@@ -198,7 +203,7 @@ class DatasetStore:
     def update_meta(self, **values) -> None:
         """Add ``values`` to ``dataset.json`` (atomically)."""
         self.meta.update(values)
-        _atomic_write_text(self.path / "dataset.json", json.dumps(self.meta))
+        write_text_atomic(self.path / "dataset.json", json.dumps(self.meta))
 
     def occurrences(self) -> dict[str, dict[str, int]]:
         """Model tags (``"resnet18@b4"``) each kernel occurs in, with its weight there: those
@@ -283,17 +288,7 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     """Write ``table`` to ``path`` whole or not at all: temporary name, fsync, rename."""
     tmp = path.with_suffix(".tmp")
     pq.write_table(table, tmp, compression="zstd")
-    _fsync(tmp)
-    os.replace(tmp, path)
-    _fsync(path.parent)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(tmp, path)
 
 
 def _valid_records(table: pa.Table, report: ReadReport) -> pa.Table:
@@ -311,11 +306,3 @@ def _valid_records(table: pa.Table, report: ReadReport) -> pa.Table:
     keep = pc.fill_null(keep, False)
     report.skipped_rows += len(table) - pc.sum(keep).as_py() if len(table) else 0
     return table.filter(keep)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    _fsync(tmp)
-    os.replace(tmp, path)
-    _fsync(path.parent)

@@ -62,7 +62,7 @@ class SQLite:
             self.conn.close()
             raise LibraryError(f"{path} is an SQLite database, but not a transtune library")
         pragmas = ("foreign_keys=ON",) if read_only else (
-            "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")  # fmt: skip
+            "journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON")  # fmt: skip
         for pragma in pragmas:
             self.conn.execute(f"PRAGMA {pragma}")
         self.errors = (sqlite3.DatabaseError,)

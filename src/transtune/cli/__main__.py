@@ -1,0 +1,7 @@
+"""``python -m transtune.cli``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,70 @@
+"""What a tuning session tracks and returns: per-kernel state, the convergence rule, the
+result, the end-to-end latency estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..tasks import Kernel
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """When a kernel's tuning has converged: at least ``min_trials`` measured candidates, and
+    the last ``tail`` of them improved its best latency by less than ``tolerance``."""
+
+    min_trials: int = 256
+    tail: float = 0.25
+    tolerance: float = 0.02
+
+    def reached(self, curve: list[tuple[int, float]]) -> bool:
+        """Whether a kernel's (trials, best seconds) curve, in order, has converged."""
+        if not curve or curve[-1][0] < self.min_trials:
+            return False
+        trials, best = curve[-1]
+        before = [b for t, b in curve if t <= trials * (1 - self.tail)]
+        return bool(before) and (before[-1] - best) < self.tolerance * before[-1]
+
+
+@dataclass
+class KernelState:
+    """Tuning progress of one kernel."""
+
+    kernel: Kernel
+    workload_id: int
+    untuned_secs: float
+    best_secs: float
+    trials: int  # measured candidates in the library, this target, all runs
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best) of this run
+
+    @property
+    def speedup(self) -> float:
+        return self.untuned_secs / self.best_secs if self.best_secs > 0 else float("nan")
+
+
+@dataclass
+class TuneResult:
+    """What ``tune`` did: per-kernel states, the curve and the run's totals."""
+
+    model: str
+    config: str
+    run_id: str
+    kernels: list[KernelState]
+    curve: list[tuple[int, float, float]]  # (trials, seconds, estimated latency)
+    new_trials: int = 0
+    seconds: float = 0.0
+    stopped: str = "budget"  # "budget", "time", "interrupted", "converged" or "done"
+    failures: int = 0
+
+    @property
+    def estimated_latency(self) -> float:
+        return estimate_latency(self.kernels)
+
+    @property
+    def untuned_latency(self) -> float:
+        return estimate_latency(self.kernels, "untuned_secs")
+
+
+def estimate_latency(states: list, field: str = "best_secs") -> float:
+    """End-to-end latency estimate: sum over kernels of weight x seconds (``best_secs``)."""
+    return sum(s.kernel.weight * getattr(s, field) for s in states)
