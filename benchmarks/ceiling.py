@@ -1,28 +1,40 @@
-"""Where a tuned model's time goes -> docs/results/ceiling.md (+ ceiling_roofline.png).
+"""Where a tuned model's time goes, and what raises it -> docs/results/ceiling.md (+ plots).
 
-    python benchmarks/ceiling.py [--models resnet18,resnet50] [--library data/library/zoo-host.db]
+    python benchmarks/ceiling.py run [MODEL ...] [--layout NHWC] [--library L]   # alone
+    python benchmarks/ceiling.py levers [MODEL ...]   # the layout lever; alone
+    python benchmarks/ceiling.py report
 
-For each model, on this host's ``host`` configuration, alone: every kernel's best library
-schedule is rebuilt and timed again, and set against the measured peak GFLOP/s and memory
-bandwidth of the configuration's hardware descriptor (a roofline: attainable = min(peak,
-FLOPs/byte x bandwidth), bytes = the kernel's arguments, read or written once); then the
-model end to end with those schedules, PyTorch and ONNX Runtime at the same thread count, and
-the sum of weight x kernel time against the measured model time (what the Relax VM, layout
-transforms and copies add). Figures merge into summary.json as ``ceiling.<model>.*``.
+``run``: for each model, on this host's ``host`` configuration, alone: every kernel's best
+schedule from its reference library (``benchmarks/reference.py``, the converged queue, in the
+given layout; or one ``--library`` for all) is rebuilt and timed again, and set against the
+measured peak GFLOP/s and memory bandwidth of the configuration's hardware descriptor (a
+roofline: attainable = min(peak, FLOPs/byte x bandwidth), bytes = the kernel's arguments, read
+or written once); then the model end to end with those schedules, PyTorch and ONNX Runtime at
+the same thread count, and the sum of weight x kernel time against the measured model time
+(what the Relax VM, layout transforms and copies add). ``levers``: for models tuned in both
+layouts, the estimated latency at equal per-kernel budgets (from the kernel curves) and the
+model end to end in each layout beside ONNX Runtime and PyTorch, in one process. Figures merge
+into summary.json as ``ceiling.<model>.*``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+import reference
 from common import ROOT, merge_summary, run_meta
 
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "ceiling"
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "resnext50_32x4d", "efficientnet_b0",
+          "bert_base"]  # fmt: skip
+REPEAT = 10
+BUDGET = 64  # per-kernel candidates at which the layouts are compared as equals
 
 
-def kernel_rows(model_name: str, library_path: str) -> tuple[list[dict], dict, object]:
+def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict], dict, object]:
     """Per kernel: class, weight, GFLOPs, bytes, re-timed best seconds; the descriptor; the
     imported model."""
     import numpy as np
@@ -37,16 +49,14 @@ def kernel_rows(model_name: str, library_path: str) -> tuple[list[dict], dict, o
         measure_modules,
         warm_builder,
     )  # fmt: skip
-    from transtune.targets import get_config
     from transtune.tasks import extract_kernels
     from transtune.transfer import postprocessors, replay
 
     load_cpu_tensor_intrinsics()
-    config = get_config("host")
     target = config.tvm_target()
     device = describe(config)
     model = from_zoo(model_name)
-    kernels = extract_kernels(model.mod, target)
+    kernels = extract_kernels(model.mod, config)
     rows, mods = [], []
     with open_library(library_path, read_only=True) as lib:
         for k in kernels:
@@ -74,79 +84,145 @@ def kernel_rows(model_name: str, library_path: str) -> tuple[list[dict], dict, o
     return rows, device.as_dict(), model
 
 
-def end_to_end(model, library_path: str, repeat: int = 10) -> dict:
+def end_to_end(model, config, library_path: Path, **options) -> dict:
+    """The model with ``library_path``'s schedules (and, by default, its peers), timed."""
     from transtune.benchmark import benchmark
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
-    from transtune.targets import get_config
 
-    config = get_config("host")
     with open_library(library_path, read_only=True) as lib:
-        result = benchmark(model, config, LibraryDatabase(lib, config), repeat=repeat)
-    return {t.runtime: {"median_ms": t.median_ms, "spread_ms": t.spread_ms,
+        result = benchmark(model, config, LibraryDatabase(lib, config), REPEAT, **options)
+    return {t.runtime: {"median_ms": t.median_ms, "spread_ms": list(t.spread_ms),
                         "max_rel_err": t.max_rel_err} for t in result.timings}  # fmt: skip
 
 
-def run(models: list[str], library_path: str) -> None:
+def tuning(library_path: Path, model: str) -> dict:
+    """Trials, tuning seconds and how the model's tuning in the library finished."""
+    from transtune.library import open_library
+
+    with open_library(library_path, read_only=True) as lib:
+        run_id = lib.tune_run(model)
+        curve = lib.curve(run_id) if run_id else []
+        finished = lib.get_meta(reference.FINISHED)
+    trials, seconds = (curve[-1][0], curve[-1][1]) if curve else (None, None)
+    return {"trials": trials, "seconds": seconds, "finished": finished}
+
+
+def run(models: list[str], layout: str, library: str | None) -> None:
+    from transtune.targets import get_config
+
     DATA.mkdir(parents=True, exist_ok=True)
+    config = get_config("host", layout)
     for name in models:
-        rows, device, model = kernel_rows(name, library_path)
-        e2e = end_to_end(model, library_path)
+        path = Path(library) if library else reference.folder(layout) / f"{name}.db"
+        if not path.is_file():
+            print(f"{name}: no library at {path}; skipped")
+            continue
+        rows, device, model = kernel_rows(name, path, config)
+        e2e = end_to_end(model, config, path)
         (DATA / f"{name}.json").write_text(json.dumps(
-            {"model": name, "kernels": rows, "device": device, "end_to_end": e2e,
-             "meta": run_meta()}, indent=1))  # fmt: skip
+            {"model": name, "layout": layout, "library": str(path.relative_to(ROOT)),
+             "tuning": tuning(path, name), "kernels": rows, "device": device,
+             "end_to_end": e2e, "meta": run_meta()}, indent=1))  # fmt: skip
         print(name, json.dumps(e2e))
 
 
-def report(models: list[str]) -> None:
+def levers(models: list[str]) -> None:
+    """The layout lever on every model tuned in both layouts: equal-budget estimates from the
+    kernel curves, and end to end in both layouts beside ONNX Runtime and PyTorch."""
+    from transtune.frontend import from_zoo
+    from transtune.library import open_library
+    from transtune.targets import LAYOUTS, get_config
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    for name in models:
+        paths = {lay: reference.folder(lay) / f"{name}.db" for lay in LAYOUTS}
+        if not all(p.is_file() for p in paths.values()):
+            print(f"{name}: not tuned in every layout; skipped")
+            continue
+        layouts = {}
+        for lay, path in paths.items():
+            with open_library(path, read_only=True) as lib:
+                at_budget, _ = reference.estimate_at(lib, name, BUDGET)
+                final, trials = reference.estimate_at(lib, name)
+            layouts[lay] = {"est_ms_at_budget": 1e3 * at_budget, "est_ms_final": 1e3 * final,
+                            "kernel_trials": trials, **tuning(path, name)}  # fmt: skip
+        model, e2e = from_zoo(name), {}
+        for i, (lay, path) in enumerate(paths.items()):
+            peers = {} if i == len(paths) - 1 else {"runtimes": ("tvm",)}
+            timed = end_to_end(model, get_config("host", lay), path, label=f"tvm-{lay}", **peers)
+            e2e |= timed
+        (DATA / f"levers-{name}.json").write_text(json.dumps(
+            {"model": name, "budget": BUDGET, "layouts": layouts, "end_to_end": e2e,
+             "meta": run_meta()}, indent=1))  # fmt: skip
+        print(name, json.dumps({k: v["median_ms"] for k, v in e2e.items()}))
+
+
+def _ms(timing: dict | None) -> str:
+    if not timing:
+        return "-"
+    low, high = timing["spread_ms"]
+    return f"{timing['median_ms']:.2f} ({low:.1f}-{high:.1f})"
+
+
+def report() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = [json.loads((DATA / f"{m}.json").read_text()) for m in models]
+    results = [json.loads((DATA / f"{m}.json").read_text()) for m in MODELS
+               if (DATA / f"{m}.json").is_file()]  # fmt: skip
+    lever_runs = [json.loads((DATA / f"levers-{m}.json").read_text()) for m in MODELS
+                  if (DATA / f"levers-{m}.json").is_file()]  # fmt: skip
     meta, device = results[0]["meta"], results[0]["device"]
     peak, bandwidth = device["measured_peak_gflops"], device["measured_bandwidth_gbs"]
     lines = [
-        "# Where a tuned model's time goes (roofline)",
+        "# Where a tuned model's time goes, and what raises the ceiling",
         "",
-        f"Written by `benchmarks/ceiling.py` at commit {meta['commit']} on {meta['date']}. CPU: "
-        f"{meta['cpu']} (`{meta['mcpu']}`, hardware id `{meta['hardware_id']}`), "
-        f"{device['threads']} threads; TVM {meta['versions'].get('apache-tvm')}, PyTorch "
-        f"{meta['versions'].get('torch')}, ONNX Runtime {meta['versions'].get('onnxruntime')}. "
-        f"Schedules: the shipped library's best record per kernel (tuned with 64+ trials per "
-        f"kernel), rebuilt and timed again here, alone. Measured peak {peak:.0f} GFLOP/s (FMA "
-        f"chains), bandwidth {bandwidth:.0f} GB/s (triad), from the configuration's descriptor.",
+        f"Written by `benchmarks/ceiling.py report`. CPU: {meta['cpu']} (`{meta['mcpu']}`, "
+        f"hardware id `{meta['hardware_id']}`), {device['threads']} threads; TVM "
+        f"{meta['versions'].get('apache-tvm')}, PyTorch {meta['versions'].get('torch')}, ONNX "
+        f"Runtime {meta['versions'].get('onnxruntime')}. Measured peak {peak:.0f} GFLOP/s (FMA "
+        f"chains), bandwidth {bandwidth:.0f} GB/s (triad), from the configuration's descriptor. "
+        "Each row names the commit and date it was measured at, the layout convolutions were "
+        "lowered in and the library its schedules came from (the best record per kernel), "
+        "with the trials and tuning seconds that library's tuning took.",
         "",
-        "Models: " + ", ".join(r["model"] for r in results) + ", those the shipped library "
-        "holds tuned schedules for. Sum of kernels = weight x each kernel timed alone; TVM "
-        "tuned = the whole model on the Relax VM (median of 10), beside PyTorch and ONNX "
-        "Runtime in the same process, numerics checked (max relative error below 1e-3). The "
-        "bandwidth is DRAM's (a triad over 3 x 64 MiB): kernels whose data stays in cache run "
-        "above that roof.",
+        "Sum of kernels = weight x each kernel rebuilt and timed alone; TVM tuned = the whole "
+        f"model on the Relax VM (median of {REPEAT}, min-max in brackets), beside PyTorch and "
+        "ONNX Runtime in the same process, numerics checked (max relative error below 1e-3). "
+        "The bandwidth is DRAM's (a triad over 3 x 64 MiB): kernels whose data stays in cache "
+        "run above that roof.",
         "",
-        "| model | kernels | sum of kernels ms | TVM tuned ms | ONNX Runtime ms | PyTorch ms | "
-        "TVM / ORT | best conv/matmul % of peak |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | layout | schedules from | tuning trials (s) | sum of kernels ms "
+        "| TVM tuned ms | ONNX Runtime ms | PyTorch ms | TVM / ORT | best conv/matmul % of peak "
+        "| measured |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     figures = {}
     best_fraction = 0.0
     for r in results:
-        e2e = r["end_to_end"]
+        e2e, tuned = r["end_to_end"], r.get("tuning", {})
         total = sum(k["weight"] * (k["seconds"] or 0) for k in r["kernels"]) * 1e3
         heavy = [k for k in r["kernels"] if k["class"].startswith(("conv2d", "matmul"))]
         top = max((k["peak_fraction"] for k in heavy if k["seconds"]), default=0.0)
         best_fraction = max(best_fraction, top)
-        tvm = e2e.get("tvm-tuned", {}).get("median_ms")
-        ort = e2e.get("onnxruntime", {}).get("median_ms")
-        torch_ms = e2e.get("pytorch", {}).get("median_ms")
+        tvm, ort, torch_ms = (e2e.get(x, {}).get("median_ms")
+                              for x in ("tvm-tuned", "onnxruntime", "pytorch"))  # fmt: skip
+        trials = f"{tuned['trials']} ({tuned['seconds']:.0f})" if tuned.get("trials") else "-"
         lines.append(
-            f"| {r['model']} | {len(r['kernels'])} | {total:.2f} | {tvm:.2f} | {ort:.2f} | "
-            f"{torch_ms:.2f} | {tvm / ort:.2f} | {100 * top:.0f}% |"
+            f"| {r['model']} | {r.get('layout', 'NCHW')} | "
+            f"`{r.get('library', 'data/library/zoo-host.db')}` | {trials} | {total:.2f} | "
+            f"{_ms(e2e.get('tvm-tuned'))} | {_ms(e2e.get('onnxruntime'))} | "
+            f"{_ms(e2e.get('pytorch'))} | {tvm / ort:.2f} | {100 * top:.0f}% | "
+            f"{r['meta']['commit']}, {r['meta']['date']} |"
         )
         figures |= {f"ceiling.{r['model']}.tuned_ms": tvm,
                     f"ceiling.{r['model']}.onnxruntime_ms": ort,
-                    f"ceiling.{r['model']}.pytorch_ms": torch_ms}  # fmt: skip
+                    f"ceiling.{r['model']}.pytorch_ms": torch_ms,
+                    f"ceiling.{r['model']}.tuning_seconds": tuned.get("seconds")}  # fmt: skip
+    lines += _lever_lines(lever_runs)
     for r in results:
         lines += ["", f"## {r['model']}: kernels by time share", "",
                   "| kernel | class | weight | GFLOP | ms | GFLOP/s | % of peak | "
@@ -175,19 +251,67 @@ def report(models: list[str]) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(OUT / "ceiling_roofline.png", dpi=110)
+    _lever_plot(lever_runs, plt)
     merge_summary("ceiling", {**figures, "ceiling.best_conv_peak_fraction": best_fraction})
+
+
+def _lever_lines(runs: list[dict]) -> list[str]:
+    lines = [
+        "",
+        "## Levers",
+        "",
+        "**Data layout** (`--layout`, kept in every record's key). Each model tuned from "
+        "scratch in each layout by the reference queue (same code, seed and runner). Est. = "
+        "sum of weight x each kernel's best measured time during tuning (optimistic: the best "
+        f"of many noisy measurements), once each kernel had {BUDGET} candidates, and at the "
+        "end; end to end = the model built with each library, timed in one process beside "
+        "ONNX Runtime and PyTorch.",
+        "",
+        f"| model | layout | est. ms at {BUDGET}/kernel | est. ms at end | tuning trials (s) "
+        "| end to end ms | ONNX Runtime ms | PyTorch ms | measured |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        e2e = r["end_to_end"]
+        for lay, d in r["layouts"].items():
+            lines.append(
+                f"| {r['model']} | {lay} | {d['est_ms_at_budget']:.2f} | {d['est_ms_final']:.2f} "
+                f"| {d['trials']} ({d['seconds']:.0f}) | {_ms(e2e.get(f'tvm-{lay}'))} "
+                f"| {_ms(e2e.get('onnxruntime'))} | {_ms(e2e.get('pytorch'))} "
+                f"| {r['meta']['commit']}, {r['meta']['date']} |"
+            )
+    return [*lines, "", "![layout lever](ceiling_layout.png)"] if runs else lines
+
+
+def _lever_plot(runs: list[dict], plt) -> None:
+    if not runs:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    labels = ["tvm-NCHW", "tvm-NHWC", "onnxruntime", "pytorch"]
+    width = 0.8 / len(labels)
+    for i, label in enumerate(labels):
+        values = [r["end_to_end"].get(label, {}).get("median_ms", 0) for r in runs]
+        ax.bar([j + i * width for j in range(len(runs))], values, width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(runs))], [r["model"] for r in runs])
+    ax.set(ylabel="end to end ms (median)", title="Data layout lever, batch 1")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "ceiling_layout.png", dpi=110)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["run", "report"])
-    parser.add_argument("--models", default="resnet18,resnet50")
-    parser.add_argument("--library", default=str(ROOT / "data" / "library" / "zoo-host.db"))
+    parser.add_argument("step", choices=["run", "levers", "report"])
+    parser.add_argument("models", nargs="*")
+    parser.add_argument("--layout", type=str.upper, choices=["NCHW", "NHWC"],
+                        default=reference.LAYOUT)  # fmt: skip
+    parser.add_argument("--library", help="one library for every model (default: the reference)")
     args = parser.parse_args()
-    models = args.models.split(",")
     if args.step == "run":
-        run(models, args.library)
-    report(models)
+        run(args.models or MODELS, args.layout, args.library)
+    elif args.step == "levers":
+        levers(args.models or MODELS)
+    report()
 
 
 if __name__ == "__main__":

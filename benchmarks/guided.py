@@ -76,7 +76,7 @@ def arm(model_name: str, which: str, budget: float, out: Path) -> None:
 
     config = get_config("host")
     model = from_zoo(model_name)
-    kernels = extract_kernels(model.mod, config.tvm_target())
+    kernels = extract_kernels(model.mod, config)
     cost_model, search = "xgb", None
     if not which.startswith("stock"):
         search = GUIDED_SEARCH

@@ -1,12 +1,14 @@
 """Converged reference tunings: one resumable queue serving the transfer experiment (its
 full-tuning reference), the ceiling page and the shipped library (the transfer issue, item 3).
 
-    python benchmarks/reference.py run [--minutes M] [MODEL ...]   # resumable; run it alone
+    python benchmarks/reference.py run [MODEL ...] [--minutes M] [--layout L]   # resumable
     python benchmarks/reference.py report   # docs/results/reference.md + reference_curves.png
     python benchmarks/reference.py compact  # archive and compact what a killed session left
 
 Every model tunes in a fresh process into its own library,
-``data/library/reference/<hardware id>/MODEL.db``, with the synchronous runner and seed 0:
+``data/library/reference/<hardware id>/<layout>/MODEL.db``, convolutions lowered in LAYOUT
+(NHWC: the ceiling's layout lever, ``docs/results/ceiling.md``; the NCHW libraries an earlier
+queue made stay beside them), with the synchronous runner and seed 0:
 the models of REFERENCE until every kernel converges (``transtune tune --until-converged``:
 at least 256 measured candidates, the last quarter improving its best by under 2%; at most
 MAX_PER_KERNEL), the rest of the zoo (COVERAGE) with COVERAGE_PER_KERNEL candidates per
@@ -39,13 +41,14 @@ COVERAGE_PER_KERNEL = 64
 TOP_K = 3
 SEED = 0
 FINISHED = "reference:finished"
+LAYOUT = "NHWC"
 
 
-def folder() -> Path:
-    """Where this host's reference libraries live (named by its hardware id)."""
+def folder(layout: str = LAYOUT) -> Path:
+    """Where this host's reference libraries in ``layout`` live (named by its hardware id)."""
     from transtune.targets import get_config
 
-    return ROOT / "data" / "library" / "reference" / get_config("host").name
+    return ROOT / "data" / "library" / "reference" / get_config("host").name / layout.lower()
 
 
 def finished(path: Path) -> str | None:
@@ -58,18 +61,33 @@ def finished(path: Path) -> str | None:
         return lib.get_meta(FINISHED)
 
 
-def one(model_name: str, seconds: float) -> None:
+def estimate_at(lib, model: str, budget: int | None = None) -> tuple[float, int]:
+    """(estimated latency, trials) of ``model``'s tuning in ``lib`` once each kernel had
+    measured at most ``budget`` candidates (None: all it measured), from the kernel curves:
+    sum over kernels of weight x best seconds so far."""
+    curves = lib.kernel_curves(lib.tune_run(model))
+    latency, trials = 0.0, 0
+    for wid, weight in lib.model_weights(model).items():
+        points = curves.get(wid, [])
+        within = [p for p in points if budget is None or p[0] <= budget] or points[:1]
+        if within:
+            latency += weight * within[-1][1]
+            trials += within[-1][0]
+    return latency, trials
+
+
+def one(model_name: str, seconds: float, layout: str = LAYOUT) -> None:
     """One session of ``model_name``'s tuning (at most ``seconds``), then compaction."""
     from transtune.library import open_library
     from transtune.tuning import Convergence
     from transtune.workflow import Workflow
 
-    path = folder() / f"{model_name}.db"
+    path = folder(layout) / f"{model_name}.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     converge = model_name in REFERENCE
     with open_library(path) as lib:
         try:
-            with Workflow(model_name, lib) as wf:
+            with Workflow(model_name, lib, layout=layout) as wf:
                 count = len(wf.kernels)
                 per_kernel = MAX_PER_KERNEL if converge else COVERAGE_PER_KERNEL
                 last = [0.0]
@@ -91,16 +109,16 @@ def one(model_name: str, seconds: float) -> None:
             if result.stopped not in ("time", "interrupted"):
                 lib.set_meta(FINISHED, result.stopped)
         finally:
-            kept = archive(lib, model_name)
+            kept = archive(lib, path)
             deleted = lib.compact(TOP_K)
     print(f"  compacted: {deleted} records deleted ({kept}), {path.stat().st_size / 2**20:.1f} MiB")
     if result.stopped == "interrupted":
         sys.exit(130)  # the queue stops too
 
 
-def archive(lib, model_name: str) -> str:
-    """The whole library, xz-compressed, as ``search/MODEL-<time>.db.xz`` (skipped when
-    compaction would drop nothing). Returns what was kept, for the log."""
+def archive(lib, path: Path) -> str:
+    """The whole library at ``path``, xz-compressed, as ``search/MODEL-<time>.db.xz`` beside
+    it (skipped when compaction would drop nothing). Returns what was kept, for the log."""
     import lzma
     import os
     import shutil
@@ -109,7 +127,7 @@ def archive(lib, model_name: str) -> str:
     workloads = lib.query("SELECT COUNT(DISTINCT workload_id) FROM records")[0][0]
     if lib.count_records() <= TOP_K * workloads:
         return "nothing to keep"
-    out = folder() / "search" / f"{model_name}-{time.strftime('%Y%m%dT%H%M%S')}.db.xz"
+    out = path.parent / "search" / f"{path.stem}-{time.strftime('%Y%m%dT%H%M%S')}.db.xz"
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "copy.db"
@@ -121,31 +139,31 @@ def archive(lib, model_name: str) -> str:
     return f"all {lib.count_records()} kept in {out.name}, {out.stat().st_size / 2**20:.1f} MiB"
 
 
-def compact(models: list[str]) -> None:
+def compact(models: list[str], layout: str = LAYOUT) -> None:
     """Archive and compact the libraries of ``models`` (what a SIGKILLed session left)."""
     from transtune.library import open_library
 
     for model in models:
-        path = folder() / f"{model}.db"
+        path = folder(layout) / f"{model}.db"
         if path.is_file():
             with open_library(path) as lib:
-                kept = archive(lib, model)
+                kept = archive(lib, path)
                 print(f"{model}: {lib.compact(TOP_K)} records deleted ({kept})")
 
 
-def run(models: list[str], minutes: float) -> None:
+def run(models: list[str], minutes: float, layout: str = LAYOUT) -> None:
     """Work through ``models`` in order until ``minutes`` have passed."""
     deadline = time.time() + 60 * minutes
     for model in models:
         left = deadline - time.time()
         if left < 120:
             return
-        if finished(folder() / f"{model}.db"):
+        if finished(folder(layout) / f"{model}.db"):
             continue
-        print(f"== {model} ({left / 60:.0f} min left)", flush=True)
+        print(f"== {model} in {layout} ({left / 60:.0f} min left)", flush=True)
         # The tuning's clock starts after extraction and the untuned runs: leave them time.
         child = subprocess.Popen([sys.executable, __file__, "one", model, "--seconds",
-                                  str(left - 90)])  # fmt: skip
+                                  str(left - 90), "--layout", layout])  # fmt: skip
         try:
             code = child.wait()
         except KeyboardInterrupt:  # the child has it too: it stops after its batch, compacts
@@ -156,25 +174,26 @@ def run(models: list[str], minutes: float) -> None:
 
 
 def progress() -> list[dict]:
-    """Per model with a reference library: kernels, converged, trials, estimated latency,
-    tuning seconds, finished, and the curve."""
+    """Per layout and model with a reference library: kernels, converged, trials, estimated
+    latency, tuning seconds, finished, and the curve."""
     from transtune.library import open_library
+    from transtune.targets import LAYOUTS
     from transtune.tuning import Convergence
 
     rule, rows = Convergence(), []
-    for model in REFERENCE + COVERAGE:
-        path = folder() / f"{model}.db"
+    for layout, model in ((lay, m) for lay in LAYOUTS for m in REFERENCE + COVERAGE):
+        path = folder(layout) / f"{model}.db"
         if not path.is_file():
             continue
         with open_library(path, read_only=True) as lib:
-            runs = lib.query("SELECT run_id FROM runs WHERE kind = 'tune'")
-            if not runs:
+            run_id = lib.tune_run(model)
+            if run_id is None:
                 continue
-            curve = lib.curve(runs[0][0])
-            kernels = lib.query("SELECT COUNT(*) FROM workload_models WHERE model = ?", (model,))
+            curve = lib.curve(run_id)
             rows.append({
-                "model": model, "converge": model in REFERENCE, "kernels": kernels[0][0],
-                "converged": sum(map(rule.reached, lib.kernel_curves(runs[0][0]).values())),
+                "layout": layout, "model": model, "converge": model in REFERENCE,
+                "kernels": len(lib.model_weights(model)),
+                "converged": sum(map(rule.reached, lib.kernel_curves(run_id).values())),
                 "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
                 "finished": lib.get_meta(FINISHED), "curve": curve,
                 "mib": path.stat().st_size / 2**20,
@@ -192,12 +211,13 @@ def report() -> None:
 
     out = ROOT / "docs" / "results"
     meta, rows = run_meta(), progress()
+    hardware = folder().parent.name
     lines = [
         "# Reference tunings: the converged queue",
         "",
         f"Written by `benchmarks/reference.py report` at commit {meta['commit']} on "
-        f"{meta['date']} from the libraries in `data/library/reference/{folder().name}/` "
-        f"(measured on {meta['cpu']}, `{meta['mcpu']}`, hardware id `{folder().name}`, "
+        f"{meta['date']} from the libraries in `data/library/reference/{hardware}/<layout>/` "
+        f"(measured on {meta['cpu']}, `{meta['mcpu']}`, hardware id `{hardware}`, "
         f"{meta['threads']} threads; TVM {meta['versions'].get('apache-tvm')}). Each model is "
         "tuned by `transtune tune` (MetaSchedule evolutionary search, XGBoost cost model, "
         f"synchronous runner, seed {SEED}): the models marked *converge* until every kernel "
@@ -205,15 +225,18 @@ def report() -> None:
         f"2% (at most {MAX_PER_KERNEL} per kernel), the others with {COVERAGE_PER_KERNEL} per "
         "kernel. Estimated latency = sum over kernels of weight x best measured kernel time "
         "(the tuning curve's figure, not an end-to-end measurement). Seconds = the tuning "
-        "clock, summed over sessions (setup excluded). The queue is resumable; unfinished "
-        "models continue in later sessions.",
+        "clock, summed over sessions (setup excluded). Layout = the data layout convolutions "
+        f"were lowered in; the queue now tunes in {LAYOUT} (the ceiling's layout lever). The "
+        "queue is resumable; unfinished models continue in later sessions.",
         "",
-        "| model | rule | kernels | converged | trials | est. ms | tuning s | finished | MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| layout | model | rule | kernels | converged | trials | est. ms | tuning s | finished "
+        "| MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['model']} | {'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
+            f"| {r['layout']} | {r['model']} | "
+            f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
             f"{r['kernels']} | {r['converged']} | {r['trials']} | {1e3 * r['latency']:.2f} | "
             f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['mib']:.2f} |"
         )
@@ -222,9 +245,10 @@ def report() -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in rows:
         trials, _, latency = zip(*r["curve"], strict=True)
-        ax.plot(trials, [1e3 * x for x in latency], label=r["model"])
+        ax.plot(trials, [1e3 * x for x in latency], ls="-" if r["layout"] == LAYOUT else ":",
+                label=f"{r['model']} ({r['layout']})")  # fmt: skip
     ax.set(xlabel="measured candidates", ylabel="estimated latency (ms)", yscale="log",
-           title=f"reference tunings on {folder().name}")  # fmt: skip
+           title=f"reference tunings on {hardware}")  # fmt: skip
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "reference_curves.png", dpi=120)
@@ -237,13 +261,14 @@ def main() -> None:
     parser.add_argument("models", nargs="*")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--seconds", type=float, default=3600.0)
+    parser.add_argument("--layout", type=str.upper, choices=["NCHW", "NHWC"], default=LAYOUT)
     args = parser.parse_args()
     if args.step == "run":
-        run(args.models or REFERENCE + COVERAGE, args.minutes)
+        run(args.models or REFERENCE + COVERAGE, args.minutes, args.layout)
     elif args.step == "one":
-        one(args.models[0], args.seconds)
+        one(args.models[0], args.seconds, args.layout)
     elif args.step == "compact":
-        compact(args.models or REFERENCE + COVERAGE)
+        compact(args.models or REFERENCE + COVERAGE, args.layout)
     else:
         report()
 

@@ -84,7 +84,7 @@ def transfer_one(model_name: str, policy: str) -> None:
     from transtune.targets import get_config
     from transtune.transfer import transfer_tune
 
-    config = get_config("host")
+    config = get_config("host", reference.LAYOUT)
     model = from_zoo(model_name)
     policies = list(POLICIES) if policy == "all" else [policy]
     path = RUNS / "heldout" / f"{model_name}-{policy}.db"
@@ -92,8 +92,7 @@ def transfer_one(model_name: str, policy: str) -> None:
     with open_library(path) as lib, open_library(FULL / f"{model_name}.db", read_only=True) as full:
         library_records = lib.count_records()
         result = transfer_tune(model, lib, config, max_candidates=MAX_CANDIDATES, policy=policies)
-        (run_id,) = full.query("SELECT run_id FROM runs WHERE kind = 'tune'")[0]
-        curve = full.curve(run_id)
+        curve = full.curve(full.tune_run(model_name))
         data = {
             "model": model_name,
             "policy": policy,

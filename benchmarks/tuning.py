@@ -248,7 +248,7 @@ def tune_resnet18(per_kernel: int) -> None:
 
     config = get_config("host")
     model = from_zoo("resnet18")
-    kernels = extract_kernels(model.mod, config.tvm_target())
+    kernels = extract_kernels(model.mod, config)
     n_kernels = len(kernels)
     with open_library(ROOT / "runs" / "resnet18.db") as lib:
         result = tune_kernels(

@@ -37,7 +37,7 @@ def measure(name: str, repeat: int) -> dict:
     model = from_zoo(name)
     import_s = time.perf_counter() - start
     start = time.perf_counter()
-    kernels = extract_kernels(model.mod, config.tvm_target())
+    kernels = extract_kernels(model.mod, config)
     extract_s = time.perf_counter() - start
     result = benchmark(model, config, repeat=repeat, min_repeat_ms=100).to_json()
     result.update(

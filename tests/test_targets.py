@@ -46,3 +46,14 @@ def test_target_this_host_cannot_run_is_rejected():
 def test_unknown_target_kind_is_rejected():
     with pytest.raises(TargetError):
         check_runnable({"kind": "hexagon"})
+
+
+def test_a_layout_is_part_of_the_configuration_and_of_the_record_key():
+    from transtune.library import target_key
+
+    nchw, nhwc = get_config("host"), get_config("host", "nhwc")
+    assert nchw.layout == "NCHW" and nhwc.layout == "NHWC" and nchw != nhwc
+    assert "layout" not in target_key(nchw)  # records keyed before layouts existed still match
+    assert '"layout":"NHWC"' in target_key(nhwc)
+    with pytest.raises(TargetError, match="unknown layout 'NCWH'; known: NCHW, NHWC"):
+        get_config("host", "ncwh")

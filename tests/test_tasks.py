@@ -65,3 +65,26 @@ def test_gathers_clip_so_random_indices_cannot_crash_a_measurement(host_target):
     with warm_builder(None, 2) as builder:
         (secs,) = measure_untuned([take], host_target, builder, local_runner(EVALUATOR))
     assert 0 < secs < 1e-2
+
+
+def test_nhwc_layout_converts_every_convolution_and_keeps_the_numerics(tiny_conv):
+    import numpy as np
+
+    from transtune.compile import compile_model
+    from transtune.targets import get_config
+
+    module, (x,) = tiny_conv
+    model = from_module(module, (x,), name="tiny")
+    nchw, nhwc = get_config("host"), get_config("host", "nhwc")
+    assert nhwc.layout == "NHWC" and nhwc.name == nchw.name  # the same hardware
+    a, b = extract_kernels(model.mod, nchw), extract_kernels(model.mod, nhwc)
+    convs = [k for k in b if k.kernel_class.startswith("conv2d")]
+    # Classes stay (donors are told apart by the record key); shapes are channels-last.
+    assert {k.kernel_class for k in convs} == {
+        k.kernel_class for k in a if k.kernel_class.startswith("conv2d")
+    }
+    assert all(k.shape_summary.endswith("x8") for k in convs)  # 1x16x16x8, ...
+    assert not {k.workload_hash for k in convs} & {k.workload_hash for k in a}
+    (out,) = compile_model(model, nhwc).run(model.inputs)
+    expected = module(x).detach().numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)

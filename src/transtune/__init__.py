@@ -3,7 +3,7 @@
 The public API (imported lazily, so that ``import transtune`` stays cheap)::
 
     model = transtune.load("resnet18")                 # zoo name or .onnx path
-    kernels = transtune.extract_kernels(model.mod, transtune.get_config("host").tvm_target())
+    kernels = transtune.extract_kernels(model.mod, transtune.get_config("host"))
     compiled = transtune.compile_model(model, "host")  # optional MetaSchedule database
     result = transtune.benchmark(model, "host")
 """

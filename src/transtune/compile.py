@@ -114,7 +114,7 @@ def compile_model(
     if not isinstance(config, TargetConfig):
         config = get_config(config)
     target = config.tvm_target()
-    fused, _ = preprocess(model.mod, target)
+    fused, _ = preprocess(model.mod, config)
     applied, missing = [], []
     if database is not None:
         applied, missing = _records_available(fused, target, database)

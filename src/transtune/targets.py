@@ -6,12 +6,17 @@ named by its hardware id (:mod:`.machine`: ``epyc-znver4-2c``, ``epyc-znver4-1c-
 which everything measured with it is stored, and has an alias that means "this machine"
 (``host``, ``host-1core``, ``host-avx2``, ``host-avx2-1core``, ``host-sse4.2``,
 ``host-sse4.2-1core``). Either name selects it.
+
+A configuration also fixes the *data layout* convolutions are lowered in before kernels are
+extracted: ``NCHW`` (as models are imported) or ``NHWC`` (channels innermost, which lets a CPU
+vectorise over output channels). The layout changes every convolution kernel, so records are
+keyed by it too (:func:`transtune.library.target_key`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import TargetError
@@ -26,10 +31,15 @@ _ISA_PREFIXES = ("sse", "ssse", "avx", "amx", "fma", "f16c", "bmi", "sha", "aes"
 # (and Zen 4) has.
 _ISA_LEVELS = {"avx2": "haswell", "sse4.2": "nehalem"}
 
+# Data layouts convolutions can be lowered in, with the weight layout each pairs with.
+LAYOUTS = {"NCHW": "OIHW", "NHWC": "HWIO"}
+DEFAULT_LAYOUT = "NCHW"
+
 
 @dataclass(frozen=True)
 class TargetConfig:
-    """A named way to compile for and run on a device: TVM target dict plus thread count.
+    """A named way to compile for and run on a device: TVM target dict, thread count and the
+    data layout convolutions are lowered in.
 
     ``name`` is the hardware id, ``alias`` the machine-relative name (``host-1core``), and
     ``fingerprint`` what the id stands for (:func:`transtune.machine.fingerprint`)."""
@@ -40,6 +50,7 @@ class TargetConfig:
     description: str
     alias: str = ""
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    layout: str = DEFAULT_LAYOUT
 
     def tvm_target(self):
         """The ``tvm.target.Target`` (dict form, as TVM 0.27 requires)."""
@@ -112,12 +123,16 @@ def hardware_for(cpu: dict, spec: dict[str, Any]) -> tuple[str, dict]:
     return hardware_id(cpu, mcpu, threads, level), fp
 
 
-def get_config(name: str | None = None) -> TargetConfig:
+def get_config(name: str | None = None, layout: str | None = None) -> TargetConfig:
     """A target configuration by name (default ``host``), or a custom one from a JSON target
-    dict such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}'``.
+    dict such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}'``, lowering
+    convolutions in ``layout`` (default ``NCHW``; see :data:`LAYOUTS`).
 
-    Raises ``TargetError`` for an unknown name or a target this host cannot run.
+    Raises ``TargetError`` for an unknown name or layout, or a target this host cannot run.
     """
+    layout = (layout or DEFAULT_LAYOUT).upper()
+    if layout not in LAYOUTS:
+        raise TargetError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
     configs = host_configs()
     by_id = {c.name: c for c in configs.values()}
     name = name or "host"
@@ -134,7 +149,7 @@ def get_config(name: str | None = None) -> TargetConfig:
         known = ", ".join(f"{alias} ({c.name})" for alias, c in configs.items())
         raise TargetError(f"unknown target configuration {name!r} on this host; known: {known}")
     check_runnable(config.target)
-    return config
+    return config if layout == config.layout else replace(config, layout=layout)
 
 
 def _custom(spec: dict[str, Any], text: str) -> TargetConfig:

@@ -10,7 +10,11 @@ removed, joined by ``+``: ``fused_conv2d3_add4_relu1`` -> ``conv2d+add+relu``. I
 the fused function's body (its ``call_tir`` callees), not parsed from the name, so operators
 whose own names contain ``_`` (``max_pool2d``, ``layer_norm``) stay whole. An unfused kernel's
 class is its operator name. Classes ignore shapes, layouts and dtypes by design: kernels of one
-class in different models are the candidates for exchanging schedules.
+class in different models are the candidates for exchanging schedules (records are keyed by
+layout, so donors never cross layouts).
+
+Kernels are extracted for a target configuration (:class:`transtune.targets.TargetConfig`),
+whose layout convolutions are converted to first (or a bare TVM target: NCHW).
 """
 
 from __future__ import annotations
@@ -57,24 +61,41 @@ class Kernel:
         return f"{', '.join(shapes[:-1])} -> {shapes[-1]}" if len(shapes) > 1 else shapes[0]
 
 
-def preprocess(mod, target) -> tuple[Any, dict[str, str]]:
+def lowering(config) -> tuple[Any, str]:
+    """(TVM target, layout) of a target configuration, or of a bare TVM target (NCHW)."""
+    if hasattr(config, "tvm_target"):
+        return config.tvm_target(), config.layout
+    return config, "NCHW"
+
+
+def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     """Lower a Relax module to fused TIR kernels, the way MetaSchedule expects to find them.
 
-    Batch norm is folded into convolutions first, then ops are decomposed for inference,
-    legalized and fused. Gathers (``take``) clip their indices: TVM's default "fast" mode
-    reads out of bounds (and crashes) on the random inputs every kernel is measured with.
-    Returns the fused module and the class of every fused kernel.
+    Batch norm is folded into convolutions first, convolutions are converted to the
+    configuration's layout (weights folded into it, activations transposed where the model's
+    layout starts or ends), then ops are decomposed for inference, legalized and fused. Gathers
+    (``take``) clip their indices: TVM's default "fast" mode reads out of bounds (and crashes)
+    on the random inputs every kernel is measured with. Returns the fused module and the class
+    of every fused kernel.
     """
     import tvm
     from tvm import relax
 
+    from .targets import LAYOUTS
+
+    target, layout = lowering(config)
     passes = relax.transform
     mod = _clip_gathers(mod)
+    convert = []
+    if layout != "NCHW":
+        desired = {"relax.nn.conv2d": [layout, LAYOUTS[layout]]}
+        convert = [passes.ConvertLayout(desired), passes.FoldConstant()]
     with target:
         mod = tvm.transform.Sequential(
             [
                 passes.FoldBatchnormToConv2D(),
                 passes.FoldConstant(),
+                *convert,
                 passes.DecomposeOpsForInference(),
                 passes.CanonicalizeBindings(),
                 passes.LegalizeOps(),
@@ -136,15 +157,17 @@ def workload_hash(mod) -> str:
     return str(ms.database.Workload(mod).as_json()[0])
 
 
-def extract_kernels(mod, target) -> list[Kernel]:
-    """The tuning kernels of a Relax module (raw, as imported) for a ``tvm.target.Target``.
+def extract_kernels(mod, config) -> list[Kernel]:
+    """The tuning kernels of a Relax module (raw, as imported) for a target configuration
+    (or a ``tvm.target.Target``: NCHW).
 
     Identical kernels are merged; ``weight`` counts their occurrences in the model.
     """
     from tvm.s_tir import analysis
     from tvm.s_tir import meta_schedule as ms
 
-    fused, classes = preprocess(mod, target)
+    fused, classes = preprocess(mod, config)
+    target, _ = lowering(config)
     kernels = []
     for task in ms.relax_integration.extract_tasks(fused, target):
         kernel_mod = task.dispatched[0]

@@ -28,6 +28,8 @@ class Workflow:
     """``model``: a zoo name, an ``.onnx`` path or an :class:`ImportedModel` (from
     :func:`transtune.from_module`); ``library``: a URL or path, or an open :class:`Library`;
     ``target``: a configuration name (alias or hardware id) or a :class:`TargetConfig`;
+    ``layout``: the data layout convolutions are lowered in, with a named target (``NCHW``
+    default, or ``NHWC``);
     ``runner``: a MetaSchedule runner (default: local); ``cost_model``: a checkpoint path or a
     :class:`~transtune.costmodel.metaschedule.LearnedCostModel` (default: MetaSchedule's
     XGBoost model for tuning, no ranking for transfer); ``device``: the hardware descriptor
@@ -42,8 +44,9 @@ class Workflow:
         cost_model: str | os.PathLike | Any = None,
         shapes: dict[str, list[int]] | None = None,
         device: Any = None,
+        layout: str | None = None,
     ) -> None:
-        self.config = target if isinstance(target, TargetConfig) else get_config(target)
+        self.config = target if isinstance(target, TargetConfig) else get_config(target, layout)
         self.model = model if isinstance(model, ImportedModel) else load(str(model), shapes=shapes)
         self._owns_library = not isinstance(library, Library)
         self.library = open_library(library) if self._owns_library else library
@@ -59,7 +62,7 @@ class Workflow:
         if self._kernels is None:
             from .tasks import extract_kernels
 
-            self._kernels = extract_kernels(self.model.mod, self.config.tvm_target())
+            self._kernels = extract_kernels(self.model.mod, self.config)
         return self._kernels
 
     @property

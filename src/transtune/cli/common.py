@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..errors import TranstuneError
+from ..targets import DEFAULT_LAYOUT, LAYOUTS
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -49,17 +50,23 @@ def _workflow(args: argparse.Namespace):
 
     model = load(args.model, args.batch, args.size, dict(args.shape or ()))
     device = _device(args) if args.rpc else None
-    return Workflow(model, args.library, args.target, runner=_runner(args),
+    return Workflow(model, args.library, _config(args), runner=_runner(args),
                     cost_model=args.cost_model, device=device)  # fmt: skip
+
+
+def _config(args: argparse.Namespace):
+    """The target configuration a model command names (``--target``, ``--layout``)."""
+    from ..targets import get_config
+
+    return get_config(args.target, args.layout)
 
 
 def _device(args: argparse.Namespace):
     """The hardware descriptor of what measures: the RPC device (``--rpc``) or this host."""
     if getattr(args, "_device", None) is None:
         from ..hardware import describe
-        from ..targets import get_config
 
-        config = get_config(args.target)
+        config = _config(args)
         if args.rpc:
             from ..rpc import connect
 
@@ -76,9 +83,8 @@ def _runner(args: argparse.Namespace):
         return None
     from ..measure import EVALUATOR
     from ..rpc import rpc_runner
-    from ..targets import get_config
 
-    threads = get_config(args.target).num_threads
+    threads = _config(args).num_threads
     return rpc_runner(args.rpc, args.key, EVALUATOR, num_threads=threads)
 
 
@@ -141,5 +147,12 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=_positive(), default=1, help="batch size (zoo models)")
     p.add_argument("--size", type=_positive(), default=None, help="image side or sequence length")
     p.add_argument("--target", default="host", help="target configuration (`transtune targets`)")
+    p.add_argument(
+        "--layout",
+        type=str.upper,
+        choices=list(LAYOUTS),
+        default=DEFAULT_LAYOUT,
+        help="data layout convolutions are lowered in (records are kept per layout)",
+    )
     p.add_argument("--shape", type=_shape, action="append", metavar="NAME=1x3x224x224",
                    help="ONNX files: an input's shape (repeatable)")  # fmt: skip

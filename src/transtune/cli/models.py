@@ -8,9 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .common import (
-    console,
-)
+from .common import _config, console
 
 
 def _cmd_models(args: argparse.Namespace) -> None:
@@ -58,13 +56,12 @@ def _cmd_targets(args: argparse.Namespace) -> None:
 
 def _cmd_kernels(args: argparse.Namespace) -> None:
     from ..frontend import load
-    from ..targets import get_config
     from ..tasks import extract_kernels
 
-    config = get_config(args.target)
+    config = _config(args)
     model = load(args.model, args.batch, args.size, dict(args.shape or ()))
-    kernels = extract_kernels(model.mod, config.tvm_target())
-    table = Table(title=f"{model.name}: {len(kernels)} kernels on {config.name}")
+    kernels = extract_kernels(model.mod, config)
+    table = Table(title=f"{model.name}: {len(kernels)} kernels on {config.name}, {config.layout}")
     for col in ("kernel", "class", "weight", "GFLOPs (x weight)", "shapes"):
         table.add_column(col, justify="right" if col in ("weight", "GFLOPs (x weight)") else "left")
     for k in sorted(kernels, key=lambda k: -k.flops * k.weight):
@@ -86,9 +83,8 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     from ..frontend import load
     from ..library import open_library
     from ..library.database import LibraryDatabase
-    from ..targets import get_config
 
-    config = get_config(args.target)
+    config = _config(args)
     model = load(args.model, args.batch, args.size, dict(args.shape or ()))
     library = open_library(args.library, read_only=True) if args.library else None
     database = None
@@ -132,9 +128,8 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     from ..frontend import load
     from ..library import open_library
     from ..library.database import LibraryDatabase
-    from ..targets import get_config
 
-    config = get_config(args.target)
+    config = _config(args)
     model = load(args.model, args.batch, args.size, dict(args.shape or ()))
     with open_library(args.library, read_only=True) as library:
         compiled = compile_model(model, config, LibraryDatabase(library, config))

@@ -101,6 +101,18 @@ class RunLog:
             out.setdefault(wid, []).append((trials, best))
         return out
 
+    def tune_run(self, model: str) -> str | None:
+        """The id of ``model``'s (first) tuning run in this library, or None."""
+        rows = self.query(
+            "SELECT run_id FROM runs WHERE kind = 'tune' AND model = ? ORDER BY started", (model,)
+        )
+        return rows[0][0] if rows else None
+
+    def model_weights(self, model: str) -> dict[int, int]:
+        """Workload id -> weight (occurrences) of every kernel of ``model``."""
+        sql = "SELECT workload_id, weight FROM workload_models WHERE model = ?"
+        return dict(self.query(sql, (model,)))
+
     def curve(self, run_id: str) -> list[tuple[int, float, float]]:
         """(trials, seconds, estimated latency) points of a run, in order."""
         return self.query(

@@ -57,9 +57,10 @@ class Record:
 
     @property
     def target(self) -> dict:
-        """The TVM target dict (the key without its hardware id)."""
+        """The TVM target dict (the key without its hardware id and layout)."""
         spec = json.loads(self.target_key)
         spec.pop("hardware", None)
+        spec.pop("layout", None)
         return spec
 
     def as_json(self) -> list:
@@ -83,14 +84,18 @@ def plain(obj: Any) -> Any:
 def target_key(target: Any) -> str:
     """The record key: canonical JSON of a TVM target (its ``export()``, without the host)
     and, for a :class:`~transtune.targets.TargetConfig`, its ``"hardware"`` id, so that two
-    CPUs never share records even where their code is built alike (``-mcpu=haswell``)."""
-    hardware = None
+    CPUs never share records even where their code is built alike (``-mcpu=haswell``), and
+    its ``"layout"`` where that is not NCHW (an NHWC kernel is another workload, and a
+    schedule does not carry across layouts)."""
+    hardware, layout = None, "NCHW"
     if hasattr(target, "tvm_target"):  # a TargetConfig
-        hardware, target = target.name, target.tvm_target()
+        hardware, layout, target = target.name, target.layout, target.tvm_target()
     spec = plain(target.export() if hasattr(target, "export") else target)
     spec.pop("host", None)
     if hardware:
         spec["hardware"] = hardware
+    if layout != "NCHW":
+        spec["layout"] = layout
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 

@@ -108,12 +108,15 @@ class TransferResult:
 def find_candidates(library: Library, kernel: Kernel, model: str, key: str) -> list[Candidate]:
     """The pool for ``kernel`` of ``model``: the best record of every same-class workload on
     the target that occurs in another model (an identical kernel of another model included).
-    If the target has none, those of other targets of the same kind, marked as fallback."""
+    If the target has none, those of other targets of the same kind and layout, marked as
+    fallback."""
     found = _pool(library, kernel, model, key)
     if not found:
-        kind = json.loads(key).get("kind")
+        spec = json.loads(key)
+        alike = ("kind", "layout")
         for other in library.target_keys():
-            if other != key and json.loads(other).get("kind") == kind:
+            other_spec = json.loads(other)
+            if other != key and all(other_spec.get(a) == spec.get(a) for a in alike):
                 found += _pool(library, kernel, model, other, fallback=True)
     return found
 
@@ -232,7 +235,7 @@ def transfer_tune(
     key = target_key(config)
     load_cpu_tensor_intrinsics()
     start = time.perf_counter()
-    kernels = kernels if kernels is not None else extract_kernels(model.mod, target)
+    kernels = kernels if kernels is not None else extract_kernels(model.mod, config)
     extracted = time.perf_counter() - start
     runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
     pools, wids = [], []

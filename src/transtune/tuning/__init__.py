@@ -72,7 +72,7 @@ def tune(
     """Tune every kernel of ``model`` into ``library`` (options: see :func:`tune_kernels`)."""
     if not isinstance(config, TargetConfig):
         config = get_config(config)
-    kernels = extract_kernels(model.mod, config.tvm_target())
+    kernels = extract_kernels(model.mod, config)
     return tune_kernels(kernels, library, config, model.name, **options)
 
 
