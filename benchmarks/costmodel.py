@@ -34,7 +34,7 @@ SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
 
 def make_models(epochs: int, ms_mlp_epochs: int = 10) -> dict:
     from transtune.costmodel import TorchConfig, TorchCostModel, XGBConfig, XGBCostModel
-    from transtune.costmodel.peers import MetaScheduleMLP, MetaScheduleXGB
+    from transtune.costmodel.metaschedule import MetaScheduleMLP, MetaScheduleXGB
 
     return {
         "xgb": lambda: XGBCostModel(XGBConfig()),

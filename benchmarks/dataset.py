@@ -177,11 +177,10 @@ def pick_kernels(count: int):
 
 def side(which: str, count: int, samples: int, out: Path) -> None:
     """One side of the comparison, in this process, on configuration ``host``."""
-    from tvm.s_tir import meta_schedule as ms
-
     from transtune.dataset import EVALUATOR, collect
-    from transtune.measure import load_cpu_tensor_intrinsics
+    from transtune.measure import load_cpu_tensor_intrinsics, local_runner
     from transtune.targets import get_config
+    from transtune.tuning.session import stock_tune
 
     load_cpu_tensor_intrinsics()
     kernels = pick_kernels(count)
@@ -189,20 +188,9 @@ def side(which: str, count: int, samples: int, out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         if which == "stock":
-            tasks = [
-                ms.TuneContext(
-                    mod=dk.kernel.mod, target=config.tvm_target(),
-                    space_generator="post-order-apply", search_strategy="replay-trace",
-                    task_name=dk.kernel.name, rand_state=i, num_threads=config.num_threads,
-                ).clone()
-                for i, dk in enumerate(kernels)
-            ]  # fmt: skip
-            db = ms.tune_tasks(
-                tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=tmp,
-                max_trials_global=samples * len(tasks), max_trials_per_task=samples,
-                num_trials_per_iter=samples, cost_model="random",
-                runner=ms.runner.LocalRunner(evaluator_config=EVALUATOR),
-            )  # fmt: skip
+            db = stock_tune([dk.kernel for dk in kernels], config, tmp, samples, samples,
+                            local_runner(EVALUATOR), strategy="replay-trace",
+                            cost_model="random")  # fmt: skip
             records = len(db.get_all_tuning_records())
         else:
             records = collect(str(Path(tmp) / "ds"), kernels, ["host"], samples).records

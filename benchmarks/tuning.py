@@ -53,12 +53,11 @@ def pick_kernels(count: int):
 
 def run_side(side: str, count: int, trials: int, seed: int) -> dict:
     """One side of the comparison, in this process."""
-    from tvm.s_tir import meta_schedule as ms
-
     from transtune.library import open_library, plain
     from transtune.measure import EVALUATOR, local_runner
     from transtune.targets import get_config
     from transtune.tuning import tune_kernels
+    from transtune.tuning.session import stock_tune
 
     config = get_config("host")
     target = config.tvm_target()
@@ -68,19 +67,8 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         if side == "stock":
-            tasks = [
-                ms.TuneContext(
-                    mod=k.mod, target=target, space_generator="post-order-apply",
-                    search_strategy="evolutionary", task_name=k.name, rand_state=rs,
-                    num_threads=config.num_threads,
-                ).clone()
-                for k, rs in zip(kernels, ms.utils.fork_seed(seed, n=len(kernels)), strict=True)
-            ]  # fmt: skip
-            db = ms.tune_tasks(
-                tasks=tasks, task_weights=[float(k.weight) for k in kernels], work_dir=tmp,
-                max_trials_global=trials * len(kernels), max_trials_per_task=trials,
-                num_trials_per_iter=TRIALS_PER_ITER, runner=local_runner(EVALUATOR),
-            )  # fmt: skip
+            db = stock_tune(kernels, config, tmp, trials, TRIALS_PER_ITER,
+                            local_runner(EVALUATOR), seed=seed)  # fmt: skip
             seconds = time.perf_counter() - start
             measured = len(db.get_all_tuning_records())
             for k in kernels:
@@ -137,10 +125,9 @@ def compare(count: int, trials: int, seed: int) -> None:
 def remeasure(seed: int, rounds: int = 5) -> None:
     """Both sides' best schedule of every kernel, rebuilt and timed again in this one process,
     alternating sides, nothing else running: schedule quality without tuning-time noise."""
-    from transtune.dataset.sampling import design_spaces
     from transtune.measure import EVALUATOR, local_runner, measure_modules, warm_builder
+    from transtune.schedules import design_spaces, replay
     from transtune.targets import get_config
-    from transtune.transfer.replay import replay
 
     target = get_config("host").tvm_target()
     runs = {side: json.loads((DATA / f"compare_{side}_s{seed}.json").read_text())
@@ -167,8 +154,15 @@ def overlap(samples: int = 16, rounds: int = 3) -> None:
     (what an asynchronous runner lets MetaSchedule do)."""
     import threading
 
-    from transtune.dataset.sampling import design_spaces, sample
-    from transtune.measure import EVALUATOR, local_runner, warm_builder
+    from transtune.measure import (
+        EVALUATOR,
+        build_modules,
+        local_runner,
+        remove_built,
+        time_built,
+        warm_builder,
+    )  # fmt: skip
+    from transtune.schedules import design_spaces, sample
     from transtune.targets import get_config
 
     target = get_config("host").tvm_target()
@@ -181,13 +175,13 @@ def overlap(samples: int = 16, rounds: int = 3) -> None:
     busy: list[list[float | None]] = []
     with warm_builder() as builder, warm_builder() as background:
         for _ in range(rounds):
-            built = builder.build([ms_input(m, target) for m in timed])
+            built = build_modules(timed, target, builder)
             alone.append(time_built(timed, built, runner))
             stop = threading.Event()
 
             def compile_loop(stop: threading.Event = stop) -> None:
                 while not stop.is_set():
-                    remove_artifacts(background.build([ms_input(m, target) for m in other]))
+                    remove_built(build_modules(other, target, background))
 
             thread = threading.Thread(target=compile_loop)
             thread.start()
@@ -195,7 +189,7 @@ def overlap(samples: int = 16, rounds: int = 3) -> None:
             busy.append(time_built(timed, built, runner))
             stop.set()
             thread.join()
-            remove_artifacts(built)
+            remove_built(built)
     ratios = [b / a for ra, rb in zip(alone, busy, strict=True)
               for a, b in zip(ra, rb, strict=True) if a and b]  # fmt: skip
     spread = [max(x) / min(x) for x in zip(*alone, strict=True) if all(x)]
@@ -205,36 +199,6 @@ def overlap(samples: int = 16, rounds: int = 3) -> None:
         "max_ratio": max(ratios), "median_alone_spread": statistics.median(spread),
     }, indent=1))  # fmt: skip
     print((DATA / "overlap.json").read_text())
-
-
-def ms_input(mod, target):
-    from tvm.s_tir import meta_schedule as ms
-
-    return ms.builder.BuilderInput(mod, target)
-
-
-def remove_artifacts(built) -> None:
-    import shutil
-
-    for b in built:
-        if b.artifact_path:
-            shutil.rmtree(Path(b.artifact_path).parent, ignore_errors=True)
-
-
-def time_built(mods, built, runner) -> list[float | None]:
-    """Seconds per run of already built candidates (None where a build or run failed)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu",
-                                    ms.arg_info.ArgInfo.from_prim_func(m["main"]))
-              for m, b in zip(mods, built, strict=True) if b.error_msg is None]  # fmt: skip
-    results = iter(f.result() for f in runner.run(inputs))
-    out = []
-    for b in built:
-        r = next(results) if b.error_msg is None else None
-        ok = r is not None and r.error_msg is None
-        out.append(sum(map(float, r.run_secs)) / len(r.run_secs) if ok else None)
-    return out
 
 
 def tune_resnet18(per_kernel: int) -> None:

@@ -208,7 +208,7 @@ def test_schedule_tokens_read_off_the_trace_match_its_json():
 
     from transtune.features import schedule_tokens, trace_tokens
     from transtune.library import plain
-    from transtune.transfer.replay import strip_postproc
+    from transtune.schedules import strip_postproc
 
     mod = matmul_48()
     context = ms.TuneContext(mod=mod, target=get_config("host").tvm_target(),
@@ -318,7 +318,7 @@ def synthetic_data(groups: int = 8, per_group: int = 24, seed: int = 0):
 
 
 def test_metaschedule_peers_run_on_the_same_data():
-    from transtune.costmodel.peers import MetaScheduleMLP, MetaScheduleXGB
+    from transtune.costmodel.metaschedule import MetaScheduleMLP, MetaScheduleXGB
 
     data = synthetic_data(groups=6, per_group=12)
     for peer in (MetaScheduleXGB(early_stopping_rounds=5), MetaScheduleMLP(epochs=10)):

@@ -14,11 +14,11 @@ import tvm_ffi
 from transtune.dataset import DatasetStore, collect, dataset_info, load_records
 from transtune.dataset.collect import DatasetKernel
 from transtune.dataset.info import export_json
-from transtune.dataset.sampling import design_spaces, kernel_seed, rebuild, sample
 from transtune.dataset.store import DatasetError
 from transtune.frontend import from_module
 from transtune.hardware import HardwareDescriptor, describe
 from transtune.measure import load_cpu_tensor_intrinsics
+from transtune.schedules import design_spaces, kernel_seed, rebuild, sample
 from transtune.targets import get_config
 from transtune.tasks import extract_kernels
 

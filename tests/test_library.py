@@ -13,8 +13,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from transtune.cli import main
 from transtune.library import LibraryError, open_library, target_key
-from transtune.library.database import LibraryDatabase
-from transtune.library.jsondb import export_json, import_json
+from transtune.library.database import LibraryDatabase, export_json, import_json
 from transtune.measure import load_cpu_tensor_intrinsics, warm_builder
 from transtune.targets import get_config
 

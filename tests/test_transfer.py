@@ -12,10 +12,15 @@ from transtune.compile import compile_model
 from transtune.frontend import from_module
 from transtune.library import open_library, plain, target_key
 from transtune.library.database import LibraryDatabase
-from transtune.measure import load_cpu_tensor_intrinsics
+from transtune.measure import NumericsCheck, load_cpu_tensor_intrinsics
 from transtune.targets import get_config
-from transtune.transfer import postprocessors, replay, strip_postproc, transfer_tune
-from transtune.transfer.search import _NumericsCheck
+from transtune.transfer import (
+    postprocessors,
+    replay,
+    strip_postproc,
+    transfer_tune,
+    zero_measurement_seconds,
+)
 from transtune.tuning import tune
 
 
@@ -95,7 +100,7 @@ def test_numerics_gate_rejects_a_wrong_kernel(target, tmp_path):
     import tvm
 
     right, wrong = matmul(16, 16, 16), matmul(16, 16, 16, transpose_b=True)
-    check = _NumericsCheck(right, target)
+    check = NumericsCheck(right, target, 1e-3)
     for mod, ok in ((right, True), (wrong, False)):
         path = str(tmp_path / f"{ok}.so")
         tvm.compile(mod, target=target).export_library(path)
@@ -188,10 +193,14 @@ def test_anchor_stage_gives_other_classes_a_donor_schedule(tmp_path, target):
         np.testing.assert_allclose(compiled.run(model.inputs)[0], expected, rtol=1e-4, atol=1e-5)
         resumed = transfer_tune(model, lib, "host", sample=0, resume=True)
         assert [k.stage for k in resumed.kernels] == [k.stage for k in result.kernels]
+        # The paper's protocol (one named donor, same-class replay only): no donor has these
+        # classes, so nothing is tried and the kernels stay at the naive build.
+        paper = transfer_tune(model, lib, "host", donors=["donor_mlp"], sample=0, anchor=False)
+        assert all(k.stage == "untuned" and k.tried == 0 for k in paper.kernels)
 
 
 def test_anchor_replay_of_another_anchor_is_reported_not_raised(target):
-    from transtune.transfer.replay import anchor_block, replay_anchor
+    from transtune.schedules import anchor_block, replay_anchor
 
     donor, kernel = matmul(32, 32, 32), conv()
     assert (anchor_block(donor), anchor_block(kernel)) == ("C", "conv")
@@ -236,6 +245,10 @@ def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):
         (r,) = [r for r in resumed.kernels if r.kernel.name == k.kernel.name]
         assert (r.stage, r.sampled, r.best_secs) == ("sampled", 0, k.best_secs)
         assert lib.count_records() == count
+        # The zero-measurement baseline draws the same way and records nothing.
+        (default,) = zero_measurement_seconds([k.kernel], get_config("host"), [k.untuned_secs],
+                                              sample=16)  # fmt: skip
+        assert default < k.untuned_secs and lib.count_records() == count
     # With sampling off and no donor, nothing is tried: the kernel stays at the naive build.
     with open_library(tmp_path / "empty.db") as empty:
         again = transfer_tune(model, empty, "host", sample=0)

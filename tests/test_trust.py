@@ -8,11 +8,10 @@ from tvm.s_tir import meta_schedule as ms
 
 from transtune.errors import TranstuneError
 from transtune.library import LibraryError, open_library, plain
-from transtune.library.database import LibraryDatabase
-from transtune.library.jsondb import import_json, open_json_database
+from transtune.library.database import LibraryDatabase, import_json, open_json_database
 from transtune.library.trust import UnsafeTrace, check_trace, trace_problem
+from transtune.schedules import postprocessors, replay
 from transtune.targets import get_config
-from transtune.transfer.replay import postprocessors, replay
 
 EVIL_IR = "define void @evil() { ret void }"
 

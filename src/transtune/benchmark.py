@@ -61,9 +61,7 @@ class BenchResult:
         return next((t for t in self.timings if t.runtime == runtime), None)
 
     def to_json(self) -> dict:
-        import onnxruntime
-        import torch
-        import tvm
+        from importlib import metadata
 
         host = host_info()
         return {
@@ -83,10 +81,13 @@ class BenchResult:
             "rtol": RTOL,
             "host": {"cpu": host.cpu_model, "mcpu": host.mcpu, "cores": host.cores},
             "versions": {
-                "tvm": tvm.__version__,
-                "torch": torch.__version__,
-                "onnxruntime": onnxruntime.__version__,
-            },
+                name: metadata.version(package)
+                for name, package in (
+                    ("tvm", "apache-tvm"),
+                    ("torch", "torch"),
+                    ("onnxruntime", "onnxruntime"),
+                )
+            },  # fmt: skip
         }
 
 

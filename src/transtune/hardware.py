@@ -22,7 +22,6 @@ import functools
 import math
 import platform
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -88,9 +87,10 @@ def describe(
         config = get_config(config)
     if config.target.get("kind") != "llvm":
         raise ValueError(f"{config.name}: only CPU (llvm) configurations can be described here")
-    from tvm.target import codegen
+    from .measure import measure_peak
+    from .targets import cpu_features
 
-    features = {str(f) for f in codegen.llvm_get_cpu_features(config.tvm_target())}
+    features = cpu_features(config.tvm_target())
     isa = next((name for name in _SIMD_BITS if name in features), "scalar")
     if session is None:
         read = read_local
@@ -108,7 +108,7 @@ def describe(
             hw_id, fp = config.name, config.fingerprint
         else:
             hw_id = hardware_id(cpu, device, config.num_threads)
-    bandwidth, peak = _measure(config, _SIMD_BITS.get(isa, 64), session)
+    bandwidth, peak = measure_peak(config, _SIMD_BITS.get(isa, 64), session)
     return HardwareDescriptor(
         id=hw_id,
         config=config.alias or config.name,
@@ -172,76 +172,3 @@ def _clock_ghz(read) -> float:
         except OSError:
             pass
     return 0.0
-
-
-def _measure(config: TargetConfig, simd_bits: int, session=None) -> tuple[float, float]:
-    """(GB/s of the triad, GFLOP/s of the FMA chains), best of 5 timed runs each, here or on
-    the RPC ``session``'s device.
-
-    The chains are vectors of 4 or 8 registers' width (at most 64 lanes), unrolled 6 times,
-    so 24-48 registers' worth of independent FMAs are in flight: more than latency x pipes on
-    current x86 cores. The better of the two shapes is the peak (on a Zen 4, 2 threads: about
-    230 GFLOP/s, where numpy's sgemm reaches 205; with 16 lanes x 8 it measured 97)."""
-    import tvm
-    from tvm import te
-    from tvm.s_tir import Schedule
-
-    from .compile import set_num_threads
-
-    target = config.tvm_target()
-    if session is None:
-        set_num_threads(config.num_threads)
-        dev = tvm.cpu()
-    else:
-        session.get_function("runtime.config_threadpool")(1, config.num_threads)
-        dev = session.cpu()
-
-    def build(out, args, lanes: int, unroll: int = 1):
-        sch = Schedule(te.create_prim_func([*args, out]))
-        block = sch.get_sblock(out.op.name)
-        (loop,) = sch.get_loops(block)
-        outer, mid, inner = sch.split(loop, [None, unroll, lanes])
-        sch.parallel(outer)
-        sch.unroll(mid)
-        sch.vectorize(inner)
-        lib = tvm.compile(sch.mod, target=target)
-        if session is None:
-            return lib.jit()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = f"{tmp}/{out.op.name}.tar"
-            lib.export_library(path)
-            session.upload(path)
-            return session.load_module(f"{out.op.name}.tar")
-
-    def tensors(count: int, n: int):
-        return [tvm.runtime.tensor(np.full(n, 1.0, "float32"), device=dev) for _ in range(count)]
-
-    n = 16 << 20  # 64 MiB per float32 array
-    b, c = te.placeholder((n,), name="b"), te.placeholder((n,), name="c")
-    triad = build(te.compute((n,), lambda i: b[i] + 3.0 * c[i], name="a"), [b, c], 16)
-    bandwidth = 12.0 * n / _best_seconds(triad, dev, tensors(3, n)) / 1e9
-
-    depth, unroll, peak = 256, 6, 0.0
-    for registers in (4, 8):
-        lanes = min(64, registers * max(simd_bits // 32, 1))
-        m = lanes * unroll * 64 * config.num_threads
-        x = te.placeholder((m,), name="x")
-        fma = build(te.compute((m,), functools.partial(_chain, x, depth), name="y"), [x],
-                    lanes, unroll)  # fmt: skip
-        seconds = _best_seconds(fma, dev, tensors(2, m), number=50)
-        peak = max(peak, 2.0 * depth * m / seconds / 1e9)
-    return bandwidth, peak
-
-
-def _chain(x, depth: int, i):
-    """``depth`` dependent multiply-adds on ``x[i]`` (LLVM contracts them into FMAs)."""
-    v = x[i]
-    for _ in range(depth):
-        v = v * 0.999 + 0.001
-    return v
-
-
-def _best_seconds(lib, dev, args, number: int = 3, repeat: int = 5) -> float:
-    """Best mean seconds per call of ``lib``'s function over ``repeat`` rounds of ``number``."""
-    timer = lib.time_evaluator("main", dev, number=number, repeat=repeat)
-    return min(timer(*args).results)

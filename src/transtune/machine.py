@@ -70,7 +70,7 @@ class HostInfo:
 @cache
 def host_info() -> HostInfo:
     """Detect this host (cached)."""
-    from tvm.target import codegen
+    from .targets import llvm_host_cpu
 
     cpuinfo = _cpuinfo()
     model_name = cpuinfo.get("model name") or platform.processor() or platform.machine()
@@ -78,7 +78,7 @@ def host_info() -> HostInfo:
     flags = cpuinfo.get("flags") or cpuinfo.get("Features") or ""
     return HostInfo(
         cpu_model=model_name,
-        mcpu=str(codegen.llvm_get_system_cpu()),
+        mcpu=llvm_host_cpu(),
         arch=platform.machine(),
         cores=cores or 1,
         isa=frozenset(norm_feature(f) for f in flags.split()),

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
@@ -42,6 +43,11 @@ from .errors import error_line
 # defaults): 1 warm-up, then the mean of 3 runs, stretched to at least 100 ms.
 EVALUATOR = ms.runner.EvaluatorConfig(
     number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False
+)
+# Fixed evaluator for every dataset measurement: 1 warm-up, 3 repeats (all kept), each the
+# mean of enough runs to last >= 20 ms, no cache flush.
+DATASET_EVALUATOR = ms.runner.EvaluatorConfig(
+    number=1, repeat=3, min_repeat_ms=20, enable_cpu_cache_flush=False
 )
 
 
@@ -216,7 +222,7 @@ def measure_on(mods: list, target, builder, runners: list, check=None) -> list[l
     """Like :func:`measure_modules`, but every built module is timed by each runner in turn
     (e.g. one per thread count): one list of measurements per module, one per runner. Each
     runner gets the whole batch at once, so an RPC runner spreads it over its devices."""
-    built = builder.build([ms.builder.BuilderInput(mod, target) for mod in mods])
+    built = build_modules(mods, target, builder)
     out: list[list[Measurement]] = [[] for _ in mods]
     try:
         ready = []  # (index, runner input)
@@ -234,9 +240,34 @@ def measure_on(mods: list, target, builder, runners: list, check=None) -> list[l
             for (i, _), future in zip(ready, futures, strict=True):
                 out[i].append(_measurement(future.result()))
     finally:
-        for b in built:
-            if b.artifact_path is not None:
-                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+        remove_built(built)
+    return out
+
+
+def build_modules(mods: list, target, builder) -> list:
+    """Build ``mods`` for ``target`` in parallel: MetaSchedule builder results (an artifact
+    path, or an error message, each)."""
+    return builder.build([ms.builder.BuilderInput(mod, target) for mod in mods])
+
+
+def remove_built(built: list) -> None:
+    """Delete the artifacts of :func:`build_modules`' results."""
+    for b in built:
+        if b.artifact_path is not None:
+            shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+
+
+def time_built(mods: list, built: list, runner) -> list[float | None]:
+    """Seconds per run of already built ``mods`` (None where a build or run failed)."""
+    inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu",
+                                    ms.arg_info.ArgInfo.from_prim_func(m["main"]))
+              for m, b in zip(mods, built, strict=True) if b.error_msg is None]  # fmt: skip
+    results = iter(f.result() for f in runner.run(inputs))
+    out = []
+    for b in built:
+        r = next(results) if b.error_msg is None else None
+        ok = r is not None and r.error_msg is None
+        out.append(sum(map(float, r.run_secs)) / len(r.run_secs) if ok else None)
     return out
 
 
@@ -246,3 +277,116 @@ def _measurement(result) -> Measurement:
         return Measurement(None, f"run failed: {error_line(result.error_msg)}", None, status)
     secs = [float(s) for s in result.run_secs]
     return Measurement(sum(secs) / len(secs), None, secs)
+
+
+def measure_peak(config, simd_bits: int, session=None) -> tuple[float, float]:
+    """(GB/s of the triad, GFLOP/s of the FMA chains) of a target configuration, best of 5
+    timed runs each, here or on the RPC ``session``'s device (for its hardware descriptor).
+
+    The chains are vectors of 4 or 8 registers' width (at most 64 lanes), unrolled 6 times,
+    so 24-48 registers' worth of independent FMAs are in flight: more than latency x pipes on
+    current x86 cores. The better of the two shapes is the peak (on a Zen 4, 2 threads: about
+    230 GFLOP/s, where numpy's sgemm reaches 205; with 16 lanes x 8 it measured 97)."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    from .compile import set_num_threads
+
+    target = config.tvm_target()
+    if session is None:
+        set_num_threads(config.num_threads)
+        dev = tvm.cpu()
+    else:
+        session.get_function("runtime.config_threadpool")(1, config.num_threads)
+        dev = session.cpu()
+
+    def build(out, args, lanes: int, unroll: int = 1):
+        sch = Schedule(te.create_prim_func([*args, out]))
+        block = sch.get_sblock(out.op.name)
+        (loop,) = sch.get_loops(block)
+        outer, mid, inner = sch.split(loop, [None, unroll, lanes])
+        sch.parallel(outer)
+        sch.unroll(mid)
+        sch.vectorize(inner)
+        lib = tvm.compile(sch.mod, target=target)
+        if session is None:
+            return lib.jit()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"{tmp}/{out.op.name}.tar"
+            lib.export_library(path)
+            session.upload(path)
+            return session.load_module(f"{out.op.name}.tar")
+
+    def tensors(count: int, n: int):
+        return [tvm.runtime.tensor(np.full(n, 1.0, "float32"), device=dev) for _ in range(count)]
+
+    n = 16 << 20  # 64 MiB per float32 array
+    b, c = te.placeholder((n,), name="b"), te.placeholder((n,), name="c")
+    triad = build(te.compute((n,), lambda i: b[i] + 3.0 * c[i], name="a"), [b, c], 16)
+    bandwidth = 12.0 * n / _best_seconds(triad, dev, tensors(3, n)) / 1e9
+
+    depth, unroll, peak = 256, 6, 0.0
+    for registers in (4, 8):
+        lanes = min(64, registers * max(simd_bits // 32, 1))
+        m = lanes * unroll * 64 * config.num_threads
+        x = te.placeholder((m,), name="x")
+        fma = build(te.compute((m,), functools.partial(_chain, x, depth), name="y"), [x],
+                    lanes, unroll)  # fmt: skip
+        seconds = _best_seconds(fma, dev, tensors(2, m), number=50)
+        peak = max(peak, 2.0 * depth * m / seconds / 1e9)
+    return bandwidth, peak
+
+
+def _chain(x, depth: int, i):
+    """``depth`` dependent multiply-adds on ``x[i]`` (LLVM contracts them into FMAs)."""
+    v = x[i]
+    for _ in range(depth):
+        v = v * 0.999 + 0.001
+    return v
+
+
+def _best_seconds(lib, dev, args, number: int = 3, repeat: int = 5) -> float:
+    """Best mean seconds per call of ``lib``'s function over ``repeat`` rounds of ``number``."""
+    timer = lib.time_evaluator("main", dev, number=number, repeat=repeat)
+    return min(timer(*args).results)
+
+
+class NumericsCheck:
+    """A ``check`` for :func:`measure_modules`: compares a built candidate with the untuned
+    kernel ``mod`` on the same random inputs (within ``rtol`` x max|reference|)."""
+
+    def __init__(self, mod, target, rtol: float, seed: int = 0) -> None:
+        import tvm
+
+        self.rtol = rtol
+        self.device = tvm.cpu()
+        rng = np.random.default_rng(seed)
+        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+        self.inputs = []
+        for arg in args:
+            shape, dtype = [int(d) for d in arg.shape], str(arg.dtype)
+            if np.issubdtype(np.dtype(dtype), np.floating):
+                self.inputs.append(rng.standard_normal(shape).astype(dtype))
+            else:  # indices: zeros are valid for any gather
+                self.inputs.append(np.zeros(shape, dtype=dtype))
+        reference = tvm.compile(mod, target=target)
+        self.expected = self._run(reference)
+
+    def _run(self, lib) -> list[np.ndarray]:
+        import tvm
+
+        tensors = [tvm.runtime.tensor(x, self.device) for x in self.inputs]
+        lib["main"](*tensors)
+        return [t.numpy() for t in tensors]
+
+    def __call__(self, mod, artifact_path: str) -> str | None:
+        import tvm
+
+        got = self._run(tvm.runtime.load_module(artifact_path))
+        for out, ref in zip(got, self.expected, strict=True):
+            scale = max(float(np.abs(ref).max()), 1e-12) if ref.size else 1.0
+            err = float(np.abs(out.astype(np.float64) - ref).max()) / scale if ref.size else 0.0
+            if not err <= self.rtol:
+                return f"numerics differ from the untuned kernel (rel. err {err:.1e})"
+        return None

@@ -163,15 +163,27 @@ def _custom(spec: dict[str, Any], text: str) -> TargetConfig:
     return TargetConfig(hw_id, spec, threads, f"custom: {text}", str(spec.get("mcpu", "")), fp)
 
 
-def missing_isa(spec: dict[str, Any]) -> list[str]:
-    """ISA extensions that code for ``spec`` may use but this host lacks (empty if runnable)."""
+def llvm_host_cpu() -> str:
+    """The LLVM CPU name of this host (``znver4``), as TVM's LLVM detects it."""
     from tvm.target import codegen
 
+    return str(codegen.llvm_get_system_cpu())
+
+
+def cpu_features(target) -> set[str]:
+    """The LLVM features code for a ``tvm.target.Target`` may use (``avx2``, ``fma``...)."""
+    from tvm.target import codegen
+
+    return {str(f) for f in codegen.llvm_get_cpu_features(target)}
+
+
+def missing_isa(spec: dict[str, Any]) -> list[str]:
+    """ISA extensions that code for ``spec`` may use but this host lacks (empty if runnable)."""
     if spec.get("kind") != "llvm":
         return []
     host = host_info()
     target = make_target(spec)
-    wanted = {norm_feature(f) for f in codegen.llvm_get_cpu_features(target)}
+    wanted = {norm_feature(f) for f in cpu_features(target)}
     wanted = {f for f in wanted if f.startswith(_ISA_PREFIXES)}
     for attr in target.attrs.get("mattr", ()) or ():
         name = norm_feature(str(attr).lstrip("+-"))

@@ -152,9 +152,36 @@ def _callees(func) -> list[str]:
 
 def workload_hash(mod) -> str:
     """Structural hash of a kernel module, exactly as MetaSchedule's databases key workloads."""
+    return workload_json(mod)[0]
+
+
+def workload_json(mod) -> list[str]:
+    """A kernel module in MetaSchedule's workload form: [structural hash, base64 module]."""
     from tvm.s_tir import meta_schedule as ms
 
-    return str(ms.database.Workload(mod).as_json()[0])
+    shash, b64 = ms.database.Workload(mod).as_json()
+    return [str(shash), str(b64)]
+
+
+def workload_mod(workload: list):
+    """The kernel module of a workload in MetaSchedule's JSON form (:func:`workload_json`)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.Workload.from_json(workload).mod
+
+
+def arg_info_json(mod) -> list:
+    """The arguments of a kernel module as MetaSchedule records them (shape and dtype each)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return [a.as_json() for a in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
+
+
+def same_kernel(a, b) -> bool:
+    """Whether two kernel modules are structurally equal (what one workload means)."""
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(a, b))
 
 
 def extract_kernels(mod, config) -> list[Kernel]:

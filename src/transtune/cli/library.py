@@ -14,7 +14,7 @@ from .common import (
 
 def _cmd_library(args: argparse.Namespace) -> None:
     from ..library import open_library
-    from ..library.jsondb import export_json, import_json
+    from ..library.database import export_json, import_json
 
     if args.action == "migrate":
         from ..library.migrate import migrate_library

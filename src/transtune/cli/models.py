@@ -89,7 +89,7 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     library = open_library(args.library, read_only=True) if args.library else None
     database = None
     if args.database:
-        from ..library.jsondb import open_json_database
+        from ..library.database import open_json_database
 
         database, report = open_json_database(args.database)
         if report.skipped:

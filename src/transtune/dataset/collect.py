@@ -25,20 +25,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tvm.s_tir import meta_schedule as ms
-
 from ..hardware import describe
+from ..measure import DATASET_EVALUATOR as EVALUATOR
 from ..measure import load_cpu_tensor_intrinsics, local_runner, measure_on, warm_builder
+from ..schedules import Sample, design_spaces, kernel_seed, rebuild, sample
 from ..targets import TargetConfig, get_config
-from ..tasks import Kernel
-from .sampling import Sample, design_spaces, kernel_seed, rebuild, sample
+from ..tasks import Kernel, workload_json
 from .store import DatasetError, DatasetStore
-
-# Fixed evaluator for every dataset measurement: 1 warm-up, 3 repeats (all kept), each the
-# mean of enough runs to last >= 20 ms, no cache flush.
-EVALUATOR = ms.runner.EvaluatorConfig(
-    number=1, repeat=3, min_repeat_ms=20, enable_cpu_cache_flush=False
-)
 
 
 @dataclass
@@ -239,7 +232,7 @@ def _write_workload(store: DatasetStore, dk: DatasetKernel, spaces: list[str]) -
         "spaces",
         [{"workload": k.workload_hash, "space": i, "insts": s} for i, s in enumerate(spaces)],
     )
-    mod = ms.database.Workload(k.mod).as_json()[1]
+    mod = workload_json(k.mod)[1]
     store.write("workloads", [{
         "workload": k.workload_hash, "kernel_class": k.kernel_class, "flops": k.flops,
         "mod": str(mod), "models": dk.models, "weights": dk.weights,
@@ -258,7 +251,7 @@ def _write_occurrences(store: DatasetStore, kernels: list[DatasetKernel]) -> Non
 
 
 def _write_features(store: DatasetStore, kernel: Kernel, samples, config: TargetConfig) -> None:
-    from ..features import per_store_features
+    from ..schedules import per_store_features
 
     values = per_store_features(kernel.mod, [s.schedule for s in samples], config.tvm_target())
     store.write("features", [

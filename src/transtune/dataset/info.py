@@ -110,10 +110,10 @@ def export_json(
     """Write one target's measured records (the first ``limit``) as a MetaSchedule JSON
     database work dir (full traces: each schedule is rebuilt and post-processed). Returns the
     number of records written."""
-    from tvm.s_tir import meta_schedule as ms
-
+    from ..library.database import WorkDirWriter
+    from ..schedules import design_spaces, rebuild
     from ..targets import make_target
-    from .sampling import design_spaces, rebuild
+    from ..tasks import workload_mod
 
     store = DatasetStore(path)
     workloads = store.read("workloads", ["workload", "mod"]).to_pydict()
@@ -129,30 +129,16 @@ def export_json(
     records = store.read("records", columns, target).select(columns)
     if limit is not None:
         records = records.slice(0, limit)
-    work_dir = Path(work_dir)
-    held = [n for n in ("database_workload.json", "database_tuning_record.json")
-            if (work_dir / n).exists()]  # fmt: skip
-    if held:  # MetaSchedule would append: every record twice
-        raise DatasetError(f"{work_dir} holds a MetaSchedule database already ({held[0]}); "
-                           "export into a new or empty directory")  # fmt: skip
-    work_dir.mkdir(parents=True, exist_ok=True)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
-    committed: dict[str, tuple] = {}
-    count = 0
+    writer = WorkDirWriter(work_dir, DatasetError)
+    kernels: dict[str, tuple] = {}
     for w, space, decisions, secs, status in zip(*records.to_pydict().values(), strict=True):
         if w not in mods or (w, space) not in insts:
             continue
-        if w not in committed:
-            mod = ms.database.Workload.from_json([w, mods[w]]).mod
-            committed[w] = (database.commit_workload(mod), mod, design_spaces(mod, tvm_target)[1])
-        workload, mod, postprocs = committed[w]
+        if w not in kernels:
+            mod = workload_mod([w, mods[w]])
+            kernels[w] = (mod, design_spaces(mod, tvm_target)[1])
+        mod, postprocs = kernels[w]
         sch = rebuild(mod, insts[w, space], decisions, postprocs)
-        if sch is None:
-            continue
-        run_secs = secs if status == "ok" else [1e10]
-        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-        database.commit_tuning_record(
-            ms.database.TuningRecord(sch.trace, workload, run_secs, tvm_target, args)
-        )
-        count += 1
-    return count
+        if sch is not None:
+            writer.add(mod, sch.trace, secs if status == "ok" else [1e10], tvm_target)
+    return writer.count

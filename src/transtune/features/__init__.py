@@ -1,13 +1,8 @@
-"""Features of programs for cost models."""
+"""Features of programs for cost models: trace tokens (:mod:`.trace`) and the size of TVM's
+per-store feature rows (computed by :func:`transtune.schedules.per_store_features`)."""
 
-from .program import FEATURE_DIM, per_store_features
 from .trace import KINDS, TRACE_DIM, schedule_tokens, trace_tokens
 
-__all__ = [
-    "FEATURE_DIM",
-    "KINDS",
-    "TRACE_DIM",
-    "per_store_features",
-    "schedule_tokens",
-    "trace_tokens",
-]
+FEATURE_DIM = 164  # TVM's PerStoreFeature: values per buffer store
+
+__all__ = ["FEATURE_DIM", "KINDS", "TRACE_DIM", "schedule_tokens", "trace_tokens"]

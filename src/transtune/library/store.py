@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import error_line
+from ..tasks import same_kernel, workload_hash, workload_json, workload_mod
 from .backend import Cursor, LibraryError, Postgres, SQLite, parse_url, redact
 from .runs import RunLog
 from .schema import FAILED_SECONDS, INSERT_NEW, PROVENANCES, SCHEMA, SCHEMA_VERSION
@@ -105,9 +106,9 @@ def _fingerprint(target: Any) -> str | None:
 
 
 def _tvm_version() -> str:
-    import tvm
+    from importlib import metadata
 
-    return str(tvm.__version__)
+    return metadata.version("apache-tvm")
 
 
 class Library(RunLog):
@@ -227,17 +228,14 @@ class Library(RunLog):
 
     def find_workload(self, mod) -> int | None:
         """Id of the stored workload structurally equal to ``mod``, or None."""
-        from tvm.s_tir import meta_schedule as ms
-
-        shash = str(ms.database.Workload(mod).as_json()[0])
-        return self._match(shash, mod)
+        return self._match(workload_hash(mod), mod)
 
     def _match(self, shash: str, mod) -> int | None:
         if shash not in self._workloads:
             rows = self.query("SELECT id, mod_json FROM workloads WHERE shash = ?", (shash,))
             self._workloads[shash] = [(wid, _decode_mod(blob)) for wid, blob in rows]
         for wid, stored in self._workloads[shash]:
-            if _structural_equal(stored, mod):
+            if same_kernel(stored, mod):
                 return wid
         return None
 
@@ -251,10 +249,7 @@ class Library(RunLog):
         weight: int = 1,
     ) -> int:
         """Store ``mod`` if new (and its origin ``model``); returns its id."""
-        from tvm.s_tir import meta_schedule as ms
-
-        shash, b64 = ms.database.Workload(mod).as_json()
-        shash = str(shash)
+        shash, b64 = workload_json(mod)
         wid = self._match(shash, mod)
         if wid is not None and kernel_class is None and model is None:
             return wid
@@ -264,7 +259,7 @@ class Library(RunLog):
                 for other, blob in cur.execute(
                     "SELECT id, mod_json FROM workloads WHERE shash = ?", (shash,)
                 ).fetchall():
-                    if _structural_equal(_decode_mod(blob), mod):
+                    if same_kernel(_decode_mod(blob), mod):
                         wid = other
                 if wid is None:
                     blob = zlib.compress(json.dumps([shash, b64]).encode(), 6)
@@ -583,15 +578,7 @@ def _mixed(where: str, key: str, stored: str, current: str) -> str:
 
 
 def _decode_mod(blob: bytes):
-    from tvm.s_tir import meta_schedule as ms
-
-    return ms.database.Workload.from_json(json.loads(zlib.decompress(blob))).mod
-
-
-def _structural_equal(a, b) -> bool:
-    import tvm_ffi
-
-    return bool(tvm_ffi.structural_equal(a, b))
+    return workload_mod(json.loads(zlib.decompress(blob)))
 
 
 def open_library(url: str | Path = "sqlite:///lib.db", read_only: bool = False) -> Library:

@@ -1,7 +1,7 @@
 """Transfer-tuning: reuse schedules tuned for other models' kernels of the same class."""
 
-from .replay import Replay, postprocessors, replay, strip_postproc
-from .search import KernelTransfer, TransferResult, transfer_tune
+from ..schedules import Replay, postprocessors, replay, strip_postproc
+from .search import KernelTransfer, TransferResult, transfer_tune, zero_measurement_seconds
 
 __all__ = [
     "KernelTransfer",
@@ -11,4 +11,5 @@ __all__ = [
     "replay",
     "strip_postproc",
     "transfer_tune",
+    "zero_measurement_seconds",
 ]

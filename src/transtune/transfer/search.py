@@ -30,22 +30,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from tvm.s_tir import meta_schedule as ms
 
 from ..frontend import ImportedModel
 from ..library import Library, plain, target_key
 from ..measure import (
     EVALUATOR,
+    NumericsCheck,
     load_cpu_tensor_intrinsics,
     local_runner,
     measure_modules,
     warm_builder,
 )
+from ..schedules import anchor_block, postprocessors, replay, replay_anchor
 from ..targets import TargetConfig, get_config
-from ..tasks import Kernel, extract_kernels
+from ..tasks import Kernel, arg_info_json, extract_kernels
 from ..tuning import estimate_latency, measure_untuned
 from .policies import ANCHOR_MARK, DEFAULT_POLICY, Candidate, get_policy
-from .replay import anchor_block, postprocessors, replay, replay_anchor
 
 RTOL = 1e-3  # a transferred kernel's outputs must be within RTOL x max|reference|
 SAMPLES_MEASURED = 4  # sampled programs measured per kernel (at least; or measure_top)
@@ -159,44 +159,6 @@ class AnchorDonors:
         return found[:limit]
 
 
-class _NumericsCheck:
-    """Compares a built candidate with the untuned kernel on the same random inputs."""
-
-    def __init__(self, mod, target, seed: int = 0) -> None:
-        import tvm
-
-        self.device = tvm.cpu()
-        rng = np.random.default_rng(seed)
-        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-        self.inputs = []
-        for arg in args:
-            shape, dtype = [int(d) for d in arg.shape], str(arg.dtype)
-            if np.issubdtype(np.dtype(dtype), np.floating):
-                self.inputs.append(rng.standard_normal(shape).astype(dtype))
-            else:  # indices: zeros are valid for any gather
-                self.inputs.append(np.zeros(shape, dtype=dtype))
-        reference = tvm.compile(mod, target=target)
-        self.expected = self._run(reference)
-
-    def _run(self, lib) -> list[np.ndarray]:
-        import tvm
-
-        tensors = [tvm.runtime.tensor(x, self.device) for x in self.inputs]
-        lib["main"](*tensors)
-        return [t.numpy() for t in tensors]
-
-    def __call__(self, mod, artifact_path: str) -> str | None:
-        import tvm
-
-        got = self._run(tvm.runtime.load_module(artifact_path))
-        for out, ref in zip(got, self.expected, strict=True):
-            scale = max(float(np.abs(ref).max()), 1e-12) if ref.size else 1.0
-            err = float(np.abs(out.astype(np.float64) - ref).max()) / scale if ref.size else 0.0
-            if not err <= RTOL:
-                return f"numerics differ from the untuned kernel (rel. err {err:.1e})"
-        return None
-
-
 def transfer_tune(
     model: ImportedModel,
     library: Library,
@@ -213,6 +175,7 @@ def transfer_tune(
     sample: int = 32,
     kernels: list[Kernel] | None = None,
     resume: bool = False,
+    anchor: bool = True,
 ) -> TransferResult:
     """Transfer-tune ``model`` from ``library`` (see the module docstring).
 
@@ -225,7 +188,8 @@ def transfer_tune(
     with the run. ``sample``: programs drawn for a kernel that no donor improved (0: none).
     ``kernels``: the model's kernels, if extracted already. ``resume``: keep the winner an
     earlier (interrupted) run of the same model on this target committed for a kernel,
-    instead of measuring it again.
+    instead of measuring it again. ``anchor``: whether the anchor stage runs (with
+    ``sample=0`` and one named donor, what is left is the paper's protocol).
     """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
@@ -272,7 +236,7 @@ def transfer_tune(
             elif union:
                 _transfer_kernel(kernel, wid, list(union.values()), outcome, library, config,
                                  builder, runner, run_id, cost_model, measure_top)  # fmt: skip
-            if prior is None and outcome.donor is None:
+            if prior is None and outcome.donor is None and anchor:
                 anchors = anchors or AnchorDonors(library, key, model.name)
                 pool = anchors.candidates(kernel, max_candidates, donors)
                 if pool:
@@ -336,7 +300,7 @@ def _transfer_kernel(
                 del outcome.measured[candidate.workload_id]
         schedules = [s for i, s in enumerate(schedules) if i in keep]
         donors = [c for i, c in enumerate(donors) if i in keep]
-    check = _NumericsCheck(kernel.mod, target)
+    check = NumericsCheck(kernel.mod, target, RTOL)
     measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
     best = None
     for sch, candidate, m in zip(schedules, donors, measured, strict=True):
@@ -360,38 +324,69 @@ def _sample_kernel(
 ) -> None:  # fmt: skip
     """The cascade's zero-search stage: the best measured of a few programs drawn from the
     kernel's own design space (ranked by ``cost_model`` when there is one)."""
-    from ..dataset.sampling import design_spaces, kernel_seed
-    from ..dataset.sampling import sample as draw
-
-    target = config.tvm_target()
-    spaces, postprocs = design_spaces(kernel.mod, target)
-    if not spaces:
-        outcome.errors.append("no design space to sample")
-        return
-    samples = draw(kernel.mod, spaces, postprocs, count, kernel_seed(kernel.workload_hash, 0))
-    outcome.sampled = len(samples)
-    schedules = [s.schedule for s in samples]
-    if cost_model is not None:
-        scores = cost_model.score_schedules(kernel.mod, target, schedules)
-        schedules = [schedules[i] for i in np.argsort(-scores, kind="stable")]
-    schedules = schedules[: max(measure_top, SAMPLES_MEASURED)]
-    check = _NumericsCheck(kernel.mod, target)
-    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
+    measured, errors, drawn = _measure_samples(kernel, count, config, builder, runner,
+                                               cost_model, measure_top)  # fmt: skip
+    outcome.sampled = drawn
+    outcome.errors += errors
+    outcome.failed += sum(m.seconds is None for _, m in measured)
     best = None
-    for sch, m in zip(schedules, measured, strict=True):
-        if m.seconds is None:
-            outcome.failed += 1
-            outcome.errors.append(m.error)
-        elif m.seconds < outcome.best_secs:
+    for sch, m in measured:
+        if m.seconds is not None and m.seconds < outcome.best_secs:
             outcome.best_secs, best = m.seconds, (sch, m)
     if best is not None:
         outcome.stage = "sampled"
         _commit(library, kernel, wid, config, best, "sampled", None, run_id)
 
 
+def _measure_samples(kernel, count, config, builder, runner, cost_model, measure_top):
+    """([(schedule, measurement)] of the few programs the sampled stage times, [errors],
+    programs drawn)."""
+    from ..schedules import design_spaces, kernel_seed
+    from ..schedules import sample as draw
+
+    target = config.tvm_target()
+    spaces, postprocs = design_spaces(kernel.mod, target)
+    if not spaces:
+        return [], ["no design space to sample"], 0
+    samples = draw(kernel.mod, spaces, postprocs, count, kernel_seed(kernel.workload_hash, 0))
+    schedules = [s.schedule for s in samples]
+    if cost_model is not None:
+        scores = cost_model.score_schedules(kernel.mod, target, schedules)
+        schedules = [schedules[i] for i in np.argsort(-scores, kind="stable")]
+    schedules = schedules[: max(measure_top, SAMPLES_MEASURED)]
+    check = NumericsCheck(kernel.mod, target, RTOL)
+    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
+    errors = [m.error for m in measured if m.seconds is None]
+    return list(zip(schedules, measured, strict=True)), errors, len(samples)
+
+
+def zero_measurement_seconds(
+    kernels: list[Kernel],
+    config: TargetConfig,
+    untuned: list[float],
+    sample: int = 32,
+    cost_model=None,
+    measure_top: int = 2,
+    builder=None,
+    runner=None,
+) -> list[float]:
+    """Per kernel, the best of its ``untuned`` time and the sampled stage's programs: the
+    "default schedule" baseline, what a kernel gets without any search or donor (the
+    transfer benchmark's second definition of the untuned model). Nothing is recorded."""
+    runner = runner or local_runner(EVALUATOR, num_threads=config.num_threads)
+    out = []
+    with warm_builder(builder, config.num_threads) as builder:
+        for kernel, base in zip(kernels, untuned, strict=True):
+            measured, _, _ = _measure_samples(kernel, sample, config, builder, runner,
+                                              cost_model, measure_top)  # fmt: skip
+            times = [m.seconds for _, m in measured if m.seconds is not None]
+            out.append(min([base, *times]))
+    return out
+
+
 def _commit(library, kernel, wid, config, best, provenance, donor, run_id) -> None:
     sch, m = best
-    args = [a.as_json() for a in ms.arg_info.ArgInfo.from_prim_func(kernel.mod["main"])]
+    args = arg_info_json(kernel.mod)
     library.add_record(
         wid, config, plain(sch.trace.as_json()), [m.seconds], plain(args),
         provenance=provenance, donor=donor, run_id=run_id,

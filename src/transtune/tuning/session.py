@@ -1,6 +1,7 @@
 """The pieces plugged into MetaSchedule's task scheduler: a search strategy with per-kernel
 budgets and a stop signal, and the measure callback that counts batches, records the curves
-and enforces the budgets."""
+and enforces the budgets; and stock MetaSchedule (:func:`stock_tune`), run as TVM ships it,
+for the benchmarks that compare against it."""
 
 from __future__ import annotations
 
@@ -254,3 +255,34 @@ def search_kernels(
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
+
+
+def stock_tune(
+    kernels: list,
+    config,
+    work_dir: str,
+    per_kernel: int,
+    num_trials_per_iter: int,
+    runner,
+    seed: int | None = None,
+    strategy: str = "evolutionary",
+    cost_model: str = "xgb",
+):
+    """Stock ``ms.tune_tasks`` over ``kernels`` (weighted by their weights) into a JSON
+    database in ``work_dir``, ``per_kernel`` trials each; returns the database. Task random
+    states: forked from ``seed``, or the kernel's index when None."""
+    n = len(kernels)
+    states = ms.utils.fork_seed(seed, n=n) if seed is not None else list(range(n))
+    tasks = [
+        ms.TuneContext(
+            mod=k.mod, target=config.tvm_target(), space_generator="post-order-apply",
+            search_strategy=strategy, task_name=k.name, rand_state=rs,
+            num_threads=config.num_threads,
+        ).clone()
+        for k, rs in zip(kernels, states, strict=True)
+    ]  # fmt: skip
+    return ms.tune_tasks(
+        tasks=tasks, task_weights=[float(k.weight) for k in kernels], work_dir=work_dir,
+        max_trials_global=per_kernel * n, max_trials_per_task=per_kernel,
+        num_trials_per_iter=num_trials_per_iter, cost_model=cost_model, runner=runner,
+    )  # fmt: skip
