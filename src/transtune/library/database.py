@@ -26,7 +26,8 @@ from tvm.s_tir import meta_schedule as ms
 
 from ..errors import TranstuneError, error_line
 from ..tasks import arg_info_json
-from .store import Library, LibraryError, plain, target_key
+from .backend import LibraryError
+from .store import Library, plain, target_key
 from .trust import check_trace, trace_problem
 
 WORKLOADS = "database_workload.json"

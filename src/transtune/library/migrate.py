@@ -17,7 +17,9 @@ from pathlib import Path
 
 from ..machine import fingerprint_json
 from ..targets import foreign_cpu, hardware_for
-from .store import SCHEMA_VERSION, Library, LibraryError
+from .backend import LibraryError
+from .schema import SCHEMA_VERSION
+from .store import Library
 
 
 def migrate_library(url: str | Path, cpu: dict) -> dict[str, str]:
