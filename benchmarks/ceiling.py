@@ -1,19 +1,19 @@
 """Where a tuned model's time goes, and what raises it -> docs/results/ceiling.md (+ plots).
 
-    python benchmarks/ceiling.py run [MODEL ...] [--layout NHWC] [--library L]   # alone
-    python benchmarks/ceiling.py levers [MODEL ...]   # the layout lever; alone
+    python benchmarks/ceiling.py run [MODEL ...] [--lowering L] [--library L]   # alone
+    python benchmarks/ceiling.py levers [MODEL ...]   # the lowering levers; alone
     python benchmarks/ceiling.py report
 
 ``run``: for each model, on this host's ``host`` configuration, alone: every kernel's best
 schedule from its reference library (``benchmarks/reference.py``, the converged queue, in the
-given layout; or one ``--library`` for all) is rebuilt and timed again, and set against the
+given lowering; or one ``--library`` for all) is rebuilt and timed again, and set against the
 measured peak GFLOP/s and memory bandwidth of the configuration's hardware descriptor (a
 roofline: attainable = min(peak, FLOPs/byte x bandwidth), bytes = the kernel's arguments, read
 or written once); then the model end to end with those schedules, PyTorch and ONNX Runtime at
 the same thread count, and the sum of weight x kernel time against the measured model time
-(what the Relax VM, layout transforms and copies add). ``levers``: for models tuned in both
-layouts, the estimated latency at equal per-kernel budgets (from the kernel curves) and the
-model end to end in each layout beside ONNX Runtime and PyTorch, in one process. Figures merge
+(what the Relax VM, layout transforms and copies add). ``levers``: each model tuned with
+BUDGET candidates per kernel in every lowering (``data/library/levers/``, resumable), then
+timed end to end with each beside ONNX Runtime and PyTorch, in one process. Figures merge
 into summary.json as ``ceiling.<model>.*``.
 """
 
@@ -31,7 +31,7 @@ DATA = OUT / "ceiling"
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "resnext50_32x4d", "efficientnet_b0",
           "bert_base"]  # fmt: skip
 REPEAT = 10
-BUDGET = 64  # per-kernel candidates at which the layouts are compared as equals
+BUDGET = 64  # per-kernel candidates at which the lowerings are compared as equals
 
 
 def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict], dict, object]:
@@ -92,6 +92,10 @@ def end_to_end(model, config, library_path: Path, **options) -> dict:
 
     with open_library(library_path, read_only=True) as lib:
         result = benchmark(model, config, LibraryDatabase(lib, config), REPEAT, **options)
+    return _timings(result)
+
+
+def _timings(result) -> dict:
     return {t.runtime: {"median_ms": t.median_ms, "spread_ms": list(t.spread_ms),
                         "max_rel_err": t.max_rel_err} for t in result.timings}  # fmt: skip
 
@@ -108,53 +112,85 @@ def tuning(library_path: Path, model: str) -> dict:
     return {"trials": trials, "seconds": seconds, "finished": finished}
 
 
-def run(models: list[str], layout: str, library: str | None) -> None:
-    from transtune.targets import get_config
-
+def run(models: list[str], lowering: str, library: str | None) -> None:
     DATA.mkdir(parents=True, exist_ok=True)
-    config = get_config("host", layout)
+    config = reference.config(lowering)
     for name in models:
-        path = Path(library) if library else reference.folder(layout) / f"{name}.db"
+        path = Path(library) if library else reference.folder(lowering) / f"{name}.db"
         if not path.is_file():
             print(f"{name}: no library at {path}; skipped")
             continue
         rows, device, model = kernel_rows(name, path, config)
         e2e = end_to_end(model, config, path)
         (DATA / f"{name}.json").write_text(json.dumps(
-            {"model": name, "layout": layout, "library": str(path.relative_to(ROOT)),
+            {"model": name, "lowering": lowering, "library": str(path.relative_to(ROOT)),
              "tuning": tuning(path, name), "kernels": rows, "device": device,
              "end_to_end": e2e, "meta": run_meta()}, indent=1))  # fmt: skip
         print(name, json.dumps(e2e))
 
 
+def lever_library(name: str, lowering: str) -> Path:
+    """The library of ``name`` tuned with BUDGET candidates per kernel in ``lowering``."""
+    hardware = reference.config(lowering).name
+    return ROOT / "data" / "library" / "levers" / hardware / lowering / f"{name}.db"
+
+
+def lever_tune(name: str, lowering: str) -> None:
+    """Tune ``name`` in ``lowering`` with BUDGET candidates per kernel (resumable), then keep
+    the whole search archived and the library compacted, as the reference queue does."""
+    from transtune.library import open_library
+    from transtune.workflow import Workflow
+
+    path = lever_library(name, lowering)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_library(path) as lib:
+        with Workflow(name, lib, reference.config(lowering)) as wf:
+            result = wf.tune(trials=BUDGET * len(wf.kernels), per_kernel=BUDGET,
+                             seed=reference.SEED)  # fmt: skip
+        print(f"{name}, {lowering}: {result.stopped}, est. {1e3 * result.estimated_latency:.2f} "
+              f"ms; {reference.archive(lib, path)}", flush=True)  # fmt: skip
+        lib.compact(reference.TOP_K)
+
+
 def levers(models: list[str]) -> None:
-    """The layout lever on every model tuned in both layouts: equal-budget estimates from the
-    kernel curves, and end to end in both layouts beside ONNX Runtime and PyTorch."""
+    """The lowering levers (data layout, prepacked weights), each measured alone on the same
+    kernels: every model tuned with BUDGET candidates per kernel in every lowering (each in a
+    fresh process, skipped where done), then built with each library and timed end to end in
+    one process beside ONNX Runtime and PyTorch."""
+    import contextlib
+    import subprocess
+    import sys
+
+    from transtune.benchmark import compare
     from transtune.frontend import from_zoo
     from transtune.library import open_library
-    from transtune.targets import LAYOUTS, get_config
+    from transtune.library.database import LibraryDatabase
 
     DATA.mkdir(parents=True, exist_ok=True)
     for name in models:
-        paths = {lay: reference.folder(lay) / f"{name}.db" for lay in LAYOUTS}
-        if not all(p.is_file() for p in paths.values()):
-            print(f"{name}: not tuned in every layout; skipped")
-            continue
-        layouts = {}
-        for lay, path in paths.items():
+        lowerings = {}
+        for lowering in reference.LOWERINGS:
+            path = lever_library(name, lowering)
+            if not path.is_file() or tuning(path, name)["trials"] is None:
+                subprocess.run([sys.executable, __file__, "lever-tune", name, "--lowering",
+                                lowering], check=True)  # fmt: skip
             with open_library(path, read_only=True) as lib:
-                at_budget, _ = reference.estimate_at(lib, name, BUDGET)
-                final, trials = reference.estimate_at(lib, name)
-            layouts[lay] = {"est_ms_at_budget": 1e3 * at_budget, "est_ms_final": 1e3 * final,
-                            "kernel_trials": trials, **tuning(path, name)}  # fmt: skip
-        model, e2e = from_zoo(name), {}
-        for i, (lay, path) in enumerate(paths.items()):
-            peers = {} if i == len(paths) - 1 else {"runtimes": ("tvm",)}
-            timed = end_to_end(model, get_config("host", lay), path, label=f"tvm-{lay}", **peers)
-            e2e |= timed
-        (DATA / f"levers-{name}.json").write_text(json.dumps(
-            {"model": name, "budget": BUDGET, "layouts": layouts, "end_to_end": e2e,
-             "meta": run_meta()}, indent=1))  # fmt: skip
+                est, trials = reference.estimate_at(lib, name)
+            lowerings[lowering] = {"est_ms": 1e3 * est, "kernel_trials": trials,
+                                   **tuning(path, name)}  # fmt: skip
+        with contextlib.ExitStack() as stack:
+            builds = {}
+            for lowering in lowerings:
+                config = reference.config(lowering)
+                lib = stack.enter_context(open_library(lever_library(name, lowering), True))
+                builds[f"tvm-{lowering}"] = (config, LibraryDatabase(lib, config))
+            result = compare(from_zoo(name), builds, REPEAT)
+        e2e = _timings(result)
+        path = DATA / f"levers-{name}.json"
+        runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
+        runs.append({"end_to_end": e2e, "meta": run_meta()})  # each rerun adds a repeat
+        path.write_text(json.dumps({"model": name, "budget": BUDGET, "lowerings": lowerings,
+                                    "runs": runs}, indent=1))  # fmt: skip
         print(name, json.dumps({k: v["median_ms"] for k, v in e2e.items()}))
 
 
@@ -185,8 +221,8 @@ def report() -> None:
         f"{meta['versions'].get('apache-tvm')}, PyTorch {meta['versions'].get('torch')}, ONNX "
         f"Runtime {meta['versions'].get('onnxruntime')}. Measured peak {peak:.0f} GFLOP/s (FMA "
         f"chains), bandwidth {bandwidth:.0f} GB/s (triad), from the configuration's descriptor. "
-        "Each row names the commit and date it was measured at, the layout convolutions were "
-        "lowered in and the library its schedules came from (the best record per kernel), "
+        "Each row names the commit and date it was measured at, the lowering (data layout, "
+        "weights; see the levers) and the library its schedules came from (best record each), "
         "with the trials and tuning seconds that library's tuning took.",
         "",
         "Sum of kernels = weight x each kernel rebuilt and timed alone; TVM tuned = the whole "
@@ -195,7 +231,7 @@ def report() -> None:
         "The bandwidth is DRAM's (a triad over 3 x 64 MiB): kernels whose data stays in cache "
         "run above that roof.",
         "",
-        "| model | layout | schedules from | tuning trials (s) | sum of kernels ms "
+        "| model | lowering | schedules from | tuning trials (s) | sum of kernels ms "
         "| TVM tuned ms | ONNX Runtime ms | PyTorch ms | TVM / ORT | best conv/matmul % of peak "
         "| measured |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -212,7 +248,7 @@ def report() -> None:
                               for x in ("tvm-tuned", "onnxruntime", "pytorch"))  # fmt: skip
         trials = f"{tuned['trials']} ({tuned['seconds']:.0f})" if tuned.get("trials") else "-"
         lines.append(
-            f"| {r['model']} | {r.get('layout', 'NCHW')} | "
+            f"| {r['model']} | {r.get('lowering', 'nchw')} | "
             f"`{r.get('library', 'data/library/zoo-host.db')}` | {trials} | {total:.2f} | "
             f"{_ms(e2e.get('tvm-tuned'))} | {_ms(e2e.get('onnxruntime'))} | "
             f"{_ms(e2e.get('pytorch'))} | {tvm / ort:.2f} | {100 * top:.0f}% | "
@@ -260,57 +296,74 @@ def _lever_lines(runs: list[dict]) -> list[str]:
         "",
         "## Levers",
         "",
-        "**Data layout** (`--layout`, kept in every record's key). Each model tuned from "
-        "scratch in each layout by the reference queue (same code, seed and runner). Est. = "
-        "sum of weight x each kernel's best measured time during tuning (optimistic: the best "
-        f"of many noisy measurements), once each kernel had {BUDGET} candidates, and at the "
-        "end; end to end = the model built with each library, timed in one process beside "
-        "ONNX Runtime and PyTorch.",
+        "**Lowering** (`--layout`, `--prepack`; both kept in every record's key): the data "
+        "layout convolutions are lowered in (NCHW as imported, or NHWC with HWIO weights), and "
+        "whether each kernel's weights are repacked for its schedule (MetaSchedule's "
+        "`RewriteLayout`, folded into the constants at compile time). Each model was tuned "
+        f"from scratch in each lowering with {BUDGET} candidates per kernel (`ceiling.py "
+        "levers`: same code, seed and runner), then built with each library and timed end to "
+        f"end in one process beside ONNX Runtime and PyTorch, interleaved ({REPEAT} rounds, "
+        "each timing every runtime once in turn, so that a drift of the host falls on all "
+        "alike; numerics of every build checked against PyTorch). Est. = sum of weight x each "
+        "kernel's best time measured during tuning (optimistic: the best of many noisy "
+        "measurements, caches warm).",
         "",
-        f"| model | layout | est. ms at {BUDGET}/kernel | est. ms at end | tuning trials (s) "
-        "| end to end ms | ONNX Runtime ms | PyTorch ms | measured |",
+        "| model | lowering | est. ms | tuning trials (s) | end to end ms | ONNX Runtime ms "
+        "| PyTorch ms | TVM / ORT, each run | measured |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
-        e2e = r["end_to_end"]
-        for lay, d in r["layouts"].items():
+        last = r["runs"][-1]
+        e2e = last["end_to_end"]
+        for lowering, d in r["lowerings"].items():
+            ratios = ", ".join(f"{_vs_ort(run['end_to_end'], f'tvm-{lowering}'):.2f}"
+                               for run in r["runs"])  # fmt: skip
             lines.append(
-                f"| {r['model']} | {lay} | {d['est_ms_at_budget']:.2f} | {d['est_ms_final']:.2f} "
-                f"| {d['trials']} ({d['seconds']:.0f}) | {_ms(e2e.get(f'tvm-{lay}'))} "
-                f"| {_ms(e2e.get('onnxruntime'))} | {_ms(e2e.get('pytorch'))} "
-                f"| {r['meta']['commit']}, {r['meta']['date']} |"
+                f"| {r['model']} | {lowering} | {d['est_ms']:.2f} | {d['trials']} "
+                f"({d['seconds']:.0f}) | {_ms(e2e.get(f'tvm-{lowering}'))} "
+                f"| {_ms(e2e.get('onnxruntime'))} | {_ms(e2e.get('pytorch'))} | {ratios} "
+                f"| {last['meta']['commit']}, {last['meta']['date']} |"
             )
-    return [*lines, "", "![layout lever](ceiling_layout.png)"] if runs else lines
+    if runs:
+        lines += ["", "End to end: the last run's medians (min-max); TVM / ONNX Runtime: the "
+                  "ratio of medians in each run, oldest first (each run one process)."]  # fmt: skip
+    return [*lines, "", "![lowering levers](ceiling_levers.png)"] if runs else lines
+
+
+def _vs_ort(e2e: dict, label: str) -> float:
+    return e2e[label]["median_ms"] / e2e["onnxruntime"]["median_ms"]
 
 
 def _lever_plot(runs: list[dict], plt) -> None:
     if not runs:
         return
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels = ["tvm-NCHW", "tvm-NHWC", "onnxruntime", "pytorch"]
+    labels = [f"tvm-{lowering}" for lowering in reference.LOWERINGS] + ["onnxruntime", "pytorch"]
     width = 0.8 / len(labels)
     for i, label in enumerate(labels):
-        values = [r["end_to_end"].get(label, {}).get("median_ms", 0) for r in runs]
+        values = [r["runs"][-1]["end_to_end"].get(label, {}).get("median_ms", 0) for r in runs]
         ax.bar([j + i * width for j in range(len(runs))], values, width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(runs))], [r["model"] for r in runs])
-    ax.set(ylabel="end to end ms (median)", title="Data layout lever, batch 1")
+    ax.set(ylabel="end to end ms (median)", title=f"Lowering levers, {BUDGET} trials per kernel")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(OUT / "ceiling_layout.png", dpi=110)
+    fig.savefig(OUT / "ceiling_levers.png", dpi=110)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["run", "levers", "report"])
+    parser.add_argument("step", choices=["run", "levers", "lever-tune", "report"])
     parser.add_argument("models", nargs="*")
-    parser.add_argument("--layout", type=str.upper, choices=["NCHW", "NHWC"],
-                        default=reference.LAYOUT)  # fmt: skip
+    parser.add_argument("--lowering", choices=list(reference.LOWERINGS), default=reference.LOWERING)
     parser.add_argument("--library", help="one library for every model (default: the reference)")
     args = parser.parse_args()
+    if args.step == "lever-tune":
+        lever_tune(args.models[0], args.lowering)
+        return
     if args.step == "run":
-        run(args.models or MODELS, args.layout, args.library)
+        run(args.models or MODELS, args.lowering, args.library)
     elif args.step == "levers":
-        levers(args.models or MODELS)
+        levers(args.models or ["resnet18"])
     report()
 
 

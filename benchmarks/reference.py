@@ -1,14 +1,15 @@
 """Converged reference tunings: one resumable queue serving the transfer experiment (its
 full-tuning reference), the ceiling page and the shipped library (the transfer issue, item 3).
 
-    python benchmarks/reference.py run [MODEL ...] [--minutes M] [--layout L]   # resumable
+    python benchmarks/reference.py run [MODEL ...] [--minutes M] [--lowering L]   # resumable
     python benchmarks/reference.py report   # docs/results/reference.md + reference_curves.png
     python benchmarks/reference.py compact  # archive and compact what a killed session left
 
 Every model tunes in a fresh process into its own library,
-``data/library/reference/<hardware id>/<layout>/MODEL.db``, convolutions lowered in LAYOUT
-(NHWC: the ceiling's layout lever, ``docs/results/ceiling.md``; the NCHW libraries an earlier
-queue made stay beside them), with the synchronous runner and seed 0:
+``data/library/reference/<hardware id>/<lowering>/MODEL.db``, the model lowered as LOWERING
+says (data layout, prepacked weights: the ceiling's levers, ``docs/results/ceiling.md``; the
+libraries an earlier queue made in another lowering stay beside them), with the synchronous
+runner and seed 0:
 the models of REFERENCE until every kernel converges (``transtune tune --until-converged``:
 at least 256 measured candidates, the last quarter improving its best by under 2%; at most
 MAX_PER_KERNEL), the rest of the zoo (COVERAGE) with COVERAGE_PER_KERNEL candidates per
@@ -41,14 +42,22 @@ COVERAGE_PER_KERNEL = 64
 TOP_K = 3
 SEED = 0
 FINISHED = "reference:finished"
-LAYOUT = "NHWC"
+# How a model is lowered before its kernels are extracted: (data layout, prepacked weights).
+LOWERINGS = {"nchw": ("NCHW", False), "nhwc": ("NHWC", False), "nhwc-prepack": ("NHWC", True)}
+LOWERING = "nhwc-prepack"
 
 
-def folder(layout: str = LAYOUT) -> Path:
-    """Where this host's reference libraries in ``layout`` live (named by its hardware id)."""
+def config(lowering: str = LOWERING):
+    """The ``host`` target configuration of a lowering."""
     from transtune.targets import get_config
 
-    return ROOT / "data" / "library" / "reference" / get_config("host").name / layout.lower()
+    layout, prepack = LOWERINGS[lowering]
+    return get_config("host", layout, prepack)
+
+
+def folder(lowering: str = LOWERING) -> Path:
+    """Where this host's reference libraries of ``lowering`` live (named by its hardware id)."""
+    return ROOT / "data" / "library" / "reference" / config(lowering).name / lowering
 
 
 def finished(path: Path) -> str | None:
@@ -76,18 +85,18 @@ def estimate_at(lib, model: str, budget: int | None = None) -> tuple[float, int]
     return latency, trials
 
 
-def one(model_name: str, seconds: float, layout: str = LAYOUT) -> None:
+def one(model_name: str, seconds: float, lowering: str = LOWERING) -> None:
     """One session of ``model_name``'s tuning (at most ``seconds``), then compaction."""
     from transtune.library import open_library
     from transtune.tuning import Convergence
     from transtune.workflow import Workflow
 
-    path = folder(layout) / f"{model_name}.db"
+    path = folder(lowering) / f"{model_name}.db"
     path.parent.mkdir(parents=True, exist_ok=True)
     converge = model_name in REFERENCE
     with open_library(path) as lib:
         try:
-            with Workflow(model_name, lib, layout=layout) as wf:
+            with Workflow(model_name, lib, config(lowering)) as wf:
                 count = len(wf.kernels)
                 per_kernel = MAX_PER_KERNEL if converge else COVERAGE_PER_KERNEL
                 last = [0.0]
@@ -139,31 +148,31 @@ def archive(lib, path: Path) -> str:
     return f"all {lib.count_records()} kept in {out.name}, {out.stat().st_size / 2**20:.1f} MiB"
 
 
-def compact(models: list[str], layout: str = LAYOUT) -> None:
+def compact(models: list[str], lowering: str = LOWERING) -> None:
     """Archive and compact the libraries of ``models`` (what a SIGKILLed session left)."""
     from transtune.library import open_library
 
     for model in models:
-        path = folder(layout) / f"{model}.db"
+        path = folder(lowering) / f"{model}.db"
         if path.is_file():
             with open_library(path) as lib:
                 kept = archive(lib, path)
                 print(f"{model}: {lib.compact(TOP_K)} records deleted ({kept})")
 
 
-def run(models: list[str], minutes: float, layout: str = LAYOUT) -> None:
+def run(models: list[str], minutes: float, lowering: str = LOWERING) -> None:
     """Work through ``models`` in order until ``minutes`` have passed."""
     deadline = time.time() + 60 * minutes
     for model in models:
         left = deadline - time.time()
         if left < 120:
             return
-        if finished(folder(layout) / f"{model}.db"):
+        if finished(folder(lowering) / f"{model}.db"):
             continue
-        print(f"== {model} in {layout} ({left / 60:.0f} min left)", flush=True)
+        print(f"== {model}, {lowering} ({left / 60:.0f} min left)", flush=True)
         # The tuning's clock starts after extraction and the untuned runs: leave them time.
         child = subprocess.Popen([sys.executable, __file__, "one", model, "--seconds",
-                                  str(left - 90), "--layout", layout])  # fmt: skip
+                                  str(left - 90), "--lowering", lowering])  # fmt: skip
         try:
             code = child.wait()
         except KeyboardInterrupt:  # the child has it too: it stops after its batch, compacts
@@ -174,15 +183,14 @@ def run(models: list[str], minutes: float, layout: str = LAYOUT) -> None:
 
 
 def progress() -> list[dict]:
-    """Per layout and model with a reference library: kernels, converged, trials, estimated
+    """Per lowering and model with a reference library: kernels, converged, trials, estimated
     latency, tuning seconds, finished, and the curve."""
     from transtune.library import open_library
-    from transtune.targets import LAYOUTS
     from transtune.tuning import Convergence
 
     rule, rows = Convergence(), []
-    for layout, model in ((lay, m) for lay in LAYOUTS for m in REFERENCE + COVERAGE):
-        path = folder(layout) / f"{model}.db"
+    for lowering, model in ((low, m) for low in LOWERINGS for m in REFERENCE + COVERAGE):
+        path = folder(lowering) / f"{model}.db"
         if not path.is_file():
             continue
         with open_library(path, read_only=True) as lib:
@@ -191,7 +199,7 @@ def progress() -> list[dict]:
                 continue
             curve = lib.curve(run_id)
             rows.append({
-                "layout": layout, "model": model, "converge": model in REFERENCE,
+                "lowering": lowering, "model": model, "converge": model in REFERENCE,
                 "kernels": len(lib.model_weights(model)),
                 "converged": sum(map(rule.reached, lib.kernel_curves(run_id).values())),
                 "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
@@ -216,7 +224,7 @@ def report() -> None:
         "# Reference tunings: the converged queue",
         "",
         f"Written by `benchmarks/reference.py report` at commit {meta['commit']} on "
-        f"{meta['date']} from the libraries in `data/library/reference/{hardware}/<layout>/` "
+        f"{meta['date']} from the libraries in `data/library/reference/{hardware}/<lowering>/` "
         f"(measured on {meta['cpu']}, `{meta['mcpu']}`, hardware id `{hardware}`, "
         f"{meta['threads']} threads; TVM {meta['versions'].get('apache-tvm')}). Each model is "
         "tuned by `transtune tune` (MetaSchedule evolutionary search, XGBoost cost model, "
@@ -225,17 +233,18 @@ def report() -> None:
         f"2% (at most {MAX_PER_KERNEL} per kernel), the others with {COVERAGE_PER_KERNEL} per "
         "kernel. Estimated latency = sum over kernels of weight x best measured kernel time "
         "(the tuning curve's figure, not an end-to-end measurement). Seconds = the tuning "
-        "clock, summed over sessions (setup excluded). Layout = the data layout convolutions "
-        f"were lowered in; the queue now tunes in {LAYOUT} (the ceiling's layout lever). The "
+        "clock, summed over sessions (setup excluded). Lowering = the data layout convolutions "
+        "were lowered in, and whether weights were prepacked; the queue now tunes "
+        f"{LOWERING} (the ceiling's levers). The "
         "queue is resumable; unfinished models continue in later sessions.",
         "",
-        "| layout | model | rule | kernels | converged | trials | est. ms | tuning s | finished "
+        "| lowering | model | rule | kernels | converged | trials | est. ms | tuning s | finished "
         "| MiB |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['layout']} | {r['model']} | "
+            f"| {r['lowering']} | {r['model']} | "
             f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
             f"{r['kernels']} | {r['converged']} | {r['trials']} | {1e3 * r['latency']:.2f} | "
             f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['mib']:.2f} |"
@@ -245,8 +254,8 @@ def report() -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in rows:
         trials, _, latency = zip(*r["curve"], strict=True)
-        ax.plot(trials, [1e3 * x for x in latency], ls="-" if r["layout"] == LAYOUT else ":",
-                label=f"{r['model']} ({r['layout']})")  # fmt: skip
+        ax.plot(trials, [1e3 * x for x in latency], ls="-" if r["lowering"] == LOWERING else ":",
+                label=f"{r['model']} ({r['lowering']})")  # fmt: skip
     ax.set(xlabel="measured candidates", ylabel="estimated latency (ms)", yscale="log",
            title=f"reference tunings on {hardware}")  # fmt: skip
     ax.legend(fontsize=7)
@@ -261,14 +270,14 @@ def main() -> None:
     parser.add_argument("models", nargs="*")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--seconds", type=float, default=3600.0)
-    parser.add_argument("--layout", type=str.upper, choices=["NCHW", "NHWC"], default=LAYOUT)
+    parser.add_argument("--lowering", choices=list(LOWERINGS), default=LOWERING)
     args = parser.parse_args()
     if args.step == "run":
-        run(args.models or REFERENCE + COVERAGE, args.minutes, args.layout)
+        run(args.models or REFERENCE + COVERAGE, args.minutes, args.lowering)
     elif args.step == "one":
-        one(args.models[0], args.seconds, args.layout)
+        one(args.models[0], args.seconds, args.lowering)
     elif args.step == "compact":
-        compact(args.models or REFERENCE + COVERAGE, args.layout)
+        compact(args.models or REFERENCE + COVERAGE, args.lowering)
     else:
         report()
 

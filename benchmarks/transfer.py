@@ -113,10 +113,9 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     from transtune.frontend import from_zoo
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
-    from transtune.targets import get_config
     from transtune.transfer import transfer_tune, zero_measurement_seconds
 
-    config = get_config("host", reference.LAYOUT)
+    config = reference.config()
     model = from_zoo(model_name)
     policies = list(POLICIES) if policy == "all" else [policy]
     label = "all" if policy == "all" else protocol
@@ -246,8 +245,8 @@ def report() -> None:
         "",
         "Written by `benchmarks/transfer.py report`; each row names the CPU, commit and date "
         "it was measured at. Every step ran alone on the host, each model in a fresh process, "
-        "target configuration `host` with convolutions in "
-        f"{reference.LAYOUT}.",
+        f"target configuration `host`, lowered as `{reference.LOWERING}` (data layout and "
+        "weights: see the ceiling page's levers).",
         "",
         "- **Full tuning** (the reference): each model tuned from scratch by `transtune tune` "
         "(MetaSchedule evolutionary search, XGBoost cost model, synchronous runner, seed "

@@ -53,8 +53,9 @@ def pick_kernels(count: int):
 
 def run_side(side: str, count: int, trials: int, seed: int) -> dict:
     """One side of the comparison, in this process."""
-    from transtune.library import open_library, plain
+    from transtune.library import open_library
     from transtune.measure import EVALUATOR, local_runner
+    from transtune.schedules import trace_json
     from transtune.targets import get_config
     from transtune.tuning import tune_kernels
     from transtune.tuning.session import stock_tune
@@ -74,7 +75,7 @@ def run_side(side: str, count: int, trials: int, seed: int) -> dict:
             for k in kernels:
                 top = db.get_top_k(db.commit_workload(k.mod), 1)
                 best[k.name] = float(sum(map(float, top[0].run_secs)) / len(top[0].run_secs))
-                traces[k.name] = plain(top[0].trace.as_json())
+                traces[k.name] = trace_json(top[0].trace)
         else:
             with open_library(Path(tmp) / "lib.db") as lib:
                 result = tune_kernels(

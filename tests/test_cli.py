@@ -75,6 +75,7 @@ def test_bench_writes_json(tiny_conv, tmp_path, capsys):
     assert result["reference"] == "onnxruntime" and result["versions"]["tvm"]
 
 
+@pytest.mark.slow  # 91 s: tunes and transfers two ONNX models through the CLI
 def test_tune_then_transfer_onnx_models(tiny_conv, tmp_path, capsys):
     """ONNX models go through tuning and transfer-tuning like zoo models do."""
     import torch

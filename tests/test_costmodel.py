@@ -17,7 +17,7 @@ from transtune.costmodel import (
 )
 from transtune.costmodel.losses import LOSSES
 from transtune.dataset import collect
-from transtune.dataset.collect import DatasetKernel
+from transtune.dataset.collection import DatasetKernel
 from transtune.dataset.splits import by_hardware, by_model, by_task, within_task
 from transtune.frontend import from_module
 from transtune.targets import get_config

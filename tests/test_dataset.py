@@ -12,7 +12,7 @@ import torch
 import tvm_ffi
 
 from transtune.dataset import DatasetStore, collect, dataset_info, load_records
-from transtune.dataset.collect import DatasetKernel
+from transtune.dataset.collection import DatasetKernel
 from transtune.dataset.info import export_json
 from transtune.dataset.store import DatasetError
 from transtune.frontend import from_module

@@ -30,7 +30,7 @@ def kernels():
 
     from test_rpc import matmul_kernel
 
-    from transtune.dataset.collect import DatasetKernel
+    from transtune.dataset.collection import DatasetKernel
     from transtune.tasks import workload_hash
 
     out = []

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent(
     import torch
     import transtune.dataset.store as store
     from transtune.dataset import collect
-    from transtune.dataset.collect import DatasetKernel
+    from transtune.dataset.collection import DatasetKernel
     from transtune.frontend import from_module
     from transtune.targets import get_config
     from transtune.tasks import extract_kernels

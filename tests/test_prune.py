@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from transtune.dataset import collect, load_records
-from transtune.dataset.collect import DatasetKernel
+from transtune.dataset.collection import DatasetKernel
 from transtune.dataset.prune import STRATEGIES, Programs, load_programs, prune, select
 from transtune.dataset.store import DatasetError
 from transtune.frontend import from_module

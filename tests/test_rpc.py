@@ -12,7 +12,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from transtune.cli import main
 from transtune.dataset import DatasetStore, collect, dataset_info
-from transtune.dataset.collect import DatasetKernel
+from transtune.dataset.collection import DatasetKernel
 from transtune.hardware import describe
 from transtune.library import open_library
 from transtune.measure import EVALUATOR, measure_modules, warm_builder

@@ -31,6 +31,12 @@ def test_allowlist():
         check_trace(plain(_schedule(True).trace.as_json()))
     assert "not an allowed schedule primitive" in trace_problem([[["Exec", [], [], []]], []])
     assert trace_problem({"not": "a trace"}) is not None
+    # A weight layout's index map may hold index arithmetic, never a call.
+    call = '{"root_index": 1, "nodes": [{"type": "None"}, {"type": "prim.Call"}]}'
+    assert "['prim.Call']" in trace_problem([[["TransformLayout", ["b0", call], [], []]], []])
+    ok = '{"root_index": 1, "nodes": [{"type": "None"}, {"type": "tirx.IndexMap"}]}'
+    assert trace_problem([[["TransformLayout", ["b0", ok], [], []]], []]) is None
+    assert "not TVM's JSON" in trace_problem([[["TransformLayout", ["b0", "{bad"], [], []]], []])
 
 
 def _work_dir(path, evil: tuple[bool, ...]):

@@ -14,7 +14,7 @@ from transtune.compile import compile_model
 from transtune.library import LibraryError, open_library
 from transtune.library.database import LibraryDatabase
 from transtune.targets import get_config
-from transtune.tuning import Convergence, tune
+from transtune.tuning import Convergence, tune, tune_kernels
 
 TINY = textwrap.dedent(
     """
@@ -175,3 +175,43 @@ def test_tuning_from_a_worker_thread(tmp_path):
 def test_tune_needs_a_budget(tmp_path):
     with open_library(tmp_path / "lib.db") as lib, pytest.raises(ValueError, match="budget"):
         tune(tiny_mlp(), lib, "host")
+
+
+def test_prepacked_weights_tune_store_and_compile_with_the_numerics(tmp_path, tiny_conv):
+    import json
+
+    from transtune.frontend import from_module
+    from transtune.library import target_key
+    from transtune.tasks import extract_kernels
+
+    module, (x,) = tiny_conv
+    model = from_module(module, (x,), name="tiny")
+    config = get_config("host", "nhwc", prepack=True)
+    assert json.loads(target_key(config))["prepack"] is True
+    kernels = extract_kernels(model.mod, config)
+    convs = [k for k in kernels if k.kernel_class.startswith("conv2d")]  # classes survive
+    assert len(convs) == 2 and all("layout_free_buffers" in k.mod.script() for k in convs)
+    with open_library(tmp_path / "lib.db") as lib:
+        tune_kernels(convs, lib, config, "tiny", trials=16, per_kernel=8, num_trials_per_iter=8)
+        # Traces that rewrite a weight's layout are stored (their index map as TVM's JSON),
+        # pass the allowlist, and compile with the weights repacked once, into constants.
+        rewrites = [r for r in lib.records(target=config, ok_only=True)
+                    if any(i[0] == "TransformLayout" for i in r.trace[0])]  # fmt: skip
+        assert rewrites
+        compiled = compile_model(model, config, LibraryDatabase(lib, config))
+        assert not [k for k in compiled.missing_records if k.startswith("fused_conv2d")]
+        np.testing.assert_allclose(compiled.run(model.inputs)[0], module(x).detach().numpy(),
+                                   rtol=1e-4, atol=1e-4)  # fmt: skip
+        # Transferred onto another batch size: the donors' schedules repack its weights too,
+        # pass the numerics check on the same inputs as the naive kernel, and are timed.
+        import torch
+
+        from transtune.transfer import transfer_tune
+
+        bigger = from_module(module, (torch.randn(2, 3, 16, 16),), name="tiny_b2")
+        result = transfer_tune(bigger, lib, config, sample=0, anchor=False)
+        won = [k for k in result.kernels if k.kernel.kernel_class.startswith("conv2d")]
+        assert all(k.tried and k.wrong == k.failed == 0 for k in won), [
+            (k.kernel.name, k.stage, k.errors) for k in won
+        ]
+        assert any(k.stage == "transfer" and k.best_secs < k.untuned_secs for k in won)

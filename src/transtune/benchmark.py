@@ -22,6 +22,9 @@ from .frontend import ImportedModel, export_onnx
 from .targets import TargetConfig, get_config, host_info
 
 RTOL = 1e-3
+# Pause before each timed repeat of :func:`compare`: the last runtime's thread pool (OpenMP's,
+# ONNX Runtime's, TVM's) spins for a while after its work and would steal the next one's cores.
+SETTLE_SECONDS = 0.3
 
 
 @dataclass
@@ -191,4 +194,51 @@ def benchmark(
             seconds = time_callable(run, repeat, min_repeat_ms)
             err = None if name == reference else max_rel_err(run(), expected)
             result.timings.append(Timing(name, seconds, err))
+    return result
+
+
+def compare(
+    model: ImportedModel,
+    builds: dict[str, tuple[TargetConfig, object]],
+    repeat: int = 10,
+    min_repeat_ms: int = 200,
+    peers: tuple[str, ...] = ("pytorch", "onnxruntime"),
+) -> BenchResult:
+    """``model`` built several ways (``builds``: label -> (configuration, database or None),
+    one thread count) and its ``peers``, timed *interleaved*: each of ``repeat`` rounds times
+    every runtime once, in turn (after a pause of ``SETTLE_SECONDS``), so that a drift of the
+    host (clock, neighbours, caches) falls on all of them alike instead of on whichever ran
+    last. Every TVM build's numerics are checked against the reference's."""
+    configs = [config for config, _ in builds.values()]
+    n = configs[0].num_threads
+    if any(c.num_threads != n for c in configs):
+        raise ValueError("compare: every build must run on the same thread count")
+    runners: dict[str, Callable] = {}
+    with tempfile.TemporaryDirectory(prefix="transtune-") as tmp:
+        if "pytorch" in peers and model.torch_module is not None:
+            runners["pytorch"] = _torch_runner(model, n)
+        if "onnxruntime" in peers:
+            runners["onnxruntime"] = _onnxruntime_runner(model, n, Path(tmp))
+        reference = "pytorch" if "pytorch" in runners else "onnxruntime"
+        result = BenchResult(model.name, configs[0].name, n, reference)
+        expected = runners[reference]() if reference in runners else None
+        errors: dict[str, float | None] = {}
+        compiled = {}
+        for label, (config, database) in builds.items():
+            compiled[label] = compile_model(model, config, database)
+            result.missing_records += [f"{label}:{k}" for k in compiled[label].missing_records]
+            out = compiled[label].run(model.inputs)
+            errors[label] = max_rel_err(out, expected) if expected else None
+        for name, run in runners.items():
+            errors[name] = None if name == reference else max_rel_err(run(), expected)
+            run()  # warm-up
+        seconds: dict[str, list[float]] = {label: [] for label in [*compiled, *runners]}
+        for _ in range(repeat):
+            for label, c in compiled.items():
+                time.sleep(SETTLE_SECONDS)
+                seconds[label] += c.time(model.inputs, 1, min_repeat_ms)
+            for name, run in runners.items():
+                time.sleep(SETTLE_SECONDS)
+                seconds[name] += time_callable(run, 1, min_repeat_ms)
+        result.timings = [Timing(label, secs, errors[label]) for label, secs in seconds.items()]
     return result

@@ -120,6 +120,10 @@ def compile_model(
         applied, missing = _records_available(fused, target, database)
         with target, database:
             fused = relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(fused)
+    if config.prepack:  # weights repacked for the schedules, once, at compile time
+        with target:
+            fused = relax.transform.SplitLayoutRewritePreproc()(fused)
+            fused = relax.transform.FoldConstant()(fused)
         if missing:
             log.warning(
                 "%s: %d of %d kernels have no tuning record and stay untuned: %s",

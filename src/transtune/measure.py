@@ -232,8 +232,8 @@ def measure_on(mods: list, target, builder, runners: list, check=None) -> list[l
                 out[i] = [Measurement(None, why, None, "build_error")] * len(runners)
             elif vetoed := (check(mod, b.artifact_path) if check is not None else None):
                 out[i] = [Measurement(None, vetoed, None, "rejected")] * len(runners)
-            else:
-                args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+            else:  # the arguments as built: a repacked weight in its packed layout
+                args = ms.arg_info.ArgInfo.from_entry_func(mod, remove_preproc=True)
                 ready.append((i, ms.runner.RunnerInput(b.artifact_path, "cpu", args)))
         for runner in runners:
             futures = runner.run([inp for _, inp in ready]) if ready else []
@@ -260,7 +260,7 @@ def remove_built(built: list) -> None:
 def time_built(mods: list, built: list, runner) -> list[float | None]:
     """Seconds per run of already built ``mods`` (None where a build or run failed)."""
     inputs = [ms.runner.RunnerInput(b.artifact_path, "cpu",
-                                    ms.arg_info.ArgInfo.from_prim_func(m["main"]))
+                                    ms.arg_info.ArgInfo.from_entry_func(m, remove_preproc=True))
               for m, b in zip(mods, built, strict=True) if b.error_msg is None]  # fmt: skip
     results = iter(f.result() for f in runner.run(inputs))
     out = []
@@ -354,12 +354,14 @@ def _best_seconds(lib, dev, args, number: int = 3, repeat: int = 5) -> float:
 
 class NumericsCheck:
     """A ``check`` for :func:`measure_modules`: compares a built candidate with the untuned
-    kernel ``mod`` on the same random inputs (within ``rtol`` x max|reference|)."""
+    kernel ``mod`` on the same random inputs (within ``rtol`` x max|reference|). A candidate
+    that repacks a weight (prepacked lowering) was built for the packed layout; it is built
+    again with its repacking block, to read the same inputs."""
 
     def __init__(self, mod, target, rtol: float, seed: int = 0) -> None:
         import tvm
 
-        self.rtol = rtol
+        self.rtol, self.target = rtol, target
         self.device = tvm.cpu()
         rng = np.random.default_rng(seed)
         args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
@@ -383,7 +385,11 @@ class NumericsCheck:
     def __call__(self, mod, artifact_path: str) -> str | None:
         import tvm
 
-        got = self._run(tvm.runtime.load_module(artifact_path))
+        packed = [[int(d) for d in a.shape] for a in ms.arg_info.ArgInfo.from_entry_func(mod, True)]
+        if packed != [list(x.shape) for x in self.inputs]:
+            got = self._run(tvm.compile(mod, target=self.target))
+        else:
+            got = self._run(tvm.runtime.load_module(artifact_path))
         for out, ref in zip(got, self.expected, strict=True):
             scale = max(float(np.abs(ref).max()), 1e-12) if ref.size else 1.0
             err = float(np.abs(out.astype(np.float64) - ref).max()) / scale if ref.size else 0.0

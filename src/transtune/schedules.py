@@ -35,10 +35,30 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 from .errors import error_line
-from .library import plain
 from .library.trust import trace_problem
 
 _TILE = "SamplePerfectTile"
+
+
+def trace_json(trace: Trace, remove_postproc: bool = False) -> list:
+    """A trace as MetaSchedule's JSON (``[instructions, decisions]``), plain Python. An index
+    map (the weight layout ``RewriteLayout`` chose) is kept as TVM's JSON text, as MetaSchedule's
+    ``JSONDatabase`` writes it and :func:`replay` reads it back."""
+    import tvm
+    from tvm.s_tir.schedule import _ffi_api
+
+    def convert(obj):
+        if isinstance(obj, tvm.tirx.IndexMap):
+            return tvm.ir.save_json(obj)
+        if isinstance(obj, str | int | float | bool) or obj is None:
+            return obj if not isinstance(obj, str) else str(obj)
+        if hasattr(obj, "value") and isinstance(obj.value, int | float):
+            return obj.value
+        if hasattr(obj, "items"):
+            return {str(k): convert(v) for k, v in obj.items()}
+        return [convert(v) for v in obj]
+
+    return convert(_ffi_api.TraceAsJSON(trace, remove_postproc))
 
 
 @dataclass
@@ -157,7 +177,7 @@ def design_spaces(mod, target) -> tuple[list[str], list]:
     context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply")
     spaces = []
     for sch in context.generate_design_space():
-        insts, _ = strip_postproc(plain(sch.trace.as_json(remove_postproc=True)))
+        insts, _ = strip_postproc(trace_json(sch.trace, remove_postproc=True))
         spaces.append(json.dumps(insts, separators=(",", ":")))
     return spaces, list(context.space_generator.postprocs)
 
@@ -184,7 +204,7 @@ def sample(
             result = replay([json.loads(spaces[space]), []], mod, postprocs, sch=sch)
             if result.schedule is None:
                 continue
-            _, decisions = strip_postproc(plain(result.schedule.trace.as_json()))
+            _, decisions = strip_postproc(trace_json(result.schedule.trace))
             text = json.dumps(decisions, separators=(",", ":"))
             if (space, text) not in seen:
                 seen.add((space, text))

@@ -10,7 +10,9 @@ which everything measured with it is stored, and has an alias that means "this m
 A configuration also fixes the *data layout* convolutions are lowered in before kernels are
 extracted: ``NCHW`` (as models are imported) or ``NHWC`` (channels innermost, which lets a CPU
 vectorise over output channels). The layout changes every convolution kernel, so records are
-keyed by it too (:func:`transtune.library.target_key`).
+keyed by it too (:func:`transtune.library.target_key`), and so is the choice to *prepack*
+weights: let MetaSchedule tile each kernel's weights for its schedule (their repacking is
+folded into the constants when the model is compiled).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TargetConfig:
     alias: str = ""
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     layout: str = DEFAULT_LAYOUT
+    prepack: bool = False  # weights repacked into the layout each kernel's schedule wants
 
     def tvm_target(self):
         """The ``tvm.target.Target`` (dict form, as TVM 0.27 requires)."""
@@ -123,10 +126,13 @@ def hardware_for(cpu: dict, spec: dict[str, Any]) -> tuple[str, dict]:
     return hardware_id(cpu, mcpu, threads, level), fp
 
 
-def get_config(name: str | None = None, layout: str | None = None) -> TargetConfig:
+def get_config(
+    name: str | None = None, layout: str | None = None, prepack: bool = False
+) -> TargetConfig:
     """A target configuration by name (default ``host``), or a custom one from a JSON target
     dict such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}'``, lowering
-    convolutions in ``layout`` (default ``NCHW``; see :data:`LAYOUTS`).
+    convolutions in ``layout`` (default ``NCHW``; see :data:`LAYOUTS`), with weights repacked
+    for each kernel's schedule when ``prepack``.
 
     Raises ``TargetError`` for an unknown name or layout, or a target this host cannot run.
     """
@@ -149,7 +155,9 @@ def get_config(name: str | None = None, layout: str | None = None) -> TargetConf
         known = ", ".join(f"{alias} ({c.name})" for alias, c in configs.items())
         raise TargetError(f"unknown target configuration {name!r} on this host; known: {known}")
     check_runnable(config.target)
-    return config if layout == config.layout else replace(config, layout=layout)
+    if (layout, prepack) == (config.layout, config.prepack):
+        return config
+    return replace(config, layout=layout, prepack=bool(prepack))
 
 
 def _custom(spec: dict[str, Any], text: str) -> TargetConfig:

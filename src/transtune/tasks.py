@@ -61,11 +61,12 @@ class Kernel:
         return f"{', '.join(shapes[:-1])} -> {shapes[-1]}" if len(shapes) > 1 else shapes[0]
 
 
-def lowering(config) -> tuple[Any, str]:
-    """(TVM target, layout) of a target configuration, or of a bare TVM target (NCHW)."""
+def lowering(config) -> tuple[Any, str, bool]:
+    """(TVM target, layout, prepacked weights) of a target configuration, or of a bare TVM
+    target (NCHW, weights as given)."""
     if hasattr(config, "tvm_target"):
-        return config.tvm_target(), config.layout
-    return config, "NCHW"
+        return config.tvm_target(), config.layout, config.prepack
+    return config, "NCHW", False
 
 
 def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
@@ -75,15 +76,17 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     configuration's layout (weights folded into it, activations transposed where the model's
     layout starts or ends), then ops are decomposed for inference, legalized and fused. Gathers
     (``take``) clip their indices: TVM's default "fast" mode reads out of bounds (and crashes)
-    on the random inputs every kernel is measured with. Returns the fused module and the class
-    of every fused kernel.
+    on the random inputs every kernel is measured with. With prepacked weights, every
+    kernel's weights are marked free to change layout (MetaSchedule's ``RewriteLayout`` then
+    tiles them for the schedule; :func:`transtune.compile.compile_model` folds the repacking
+    into the constants). Returns the fused module and the class of every fused kernel.
     """
     import tvm
     from tvm import relax
 
     from .targets import LAYOUTS
 
-    target, layout = lowering(config)
+    target, layout, prepack = lowering(config)
     passes = relax.transform
     mod = _clip_gathers(mod)
     convert = []
@@ -110,6 +113,12 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
             if isinstance(func, relax.Function) and func.attrs and "Primitive" in func.attrs
         }
         mod = passes.FuseTIR()(mod)
+        if prepack:  # the pass gives the kernels it marks new names: keep their classes
+            before = _callees(mod["main"])
+            mod = passes.AttachAttrLayoutFreeBuffers()(mod)
+            for new, old in zip(_callees(mod["main"]), before, strict=True):
+                if old in classes:
+                    classes.setdefault(new, classes[old])
     return mod, classes
 
 
@@ -194,7 +203,7 @@ def extract_kernels(mod, config) -> list[Kernel]:
     from tvm.s_tir import meta_schedule as ms
 
     fused, classes = preprocess(mod, config)
-    target, _ = lowering(config)
+    target = lowering(config)[0]
     kernels = []
     for task in ms.relax_integration.extract_tasks(fused, target):
         kernel_mod = task.dispatched[0]

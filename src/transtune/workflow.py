@@ -29,7 +29,7 @@ class Workflow:
     :func:`transtune.from_module`); ``library``: a URL or path, or an open :class:`Library`;
     ``target``: a configuration name (alias or hardware id) or a :class:`TargetConfig`;
     ``layout``: the data layout convolutions are lowered in, with a named target (``NCHW``
-    default, or ``NHWC``);
+    default, or ``NHWC``), and ``prepack``: whether weights are repacked for each schedule;
     ``runner``: a MetaSchedule runner (default: local); ``cost_model``: a checkpoint path or a
     :class:`~transtune.costmodel.metaschedule.LearnedCostModel` (default: MetaSchedule's
     XGBoost model for tuning, no ranking for transfer); ``device``: the hardware descriptor
@@ -45,8 +45,11 @@ class Workflow:
         shapes: dict[str, list[int]] | None = None,
         device: Any = None,
         layout: str | None = None,
+        prepack: bool = False,
     ) -> None:
-        self.config = target if isinstance(target, TargetConfig) else get_config(target, layout)
+        if not isinstance(target, TargetConfig):
+            target = get_config(target, layout, prepack)
+        self.config = target
         self.model = model if isinstance(model, ImportedModel) else load(str(model), shapes=shapes)
         self._owns_library = not isinstance(library, Library)
         self.library = open_library(library) if self._owns_library else library

@@ -1,7 +1,7 @@
 """A TenSet-style dataset: sampled schedules of zoo kernels measured on target configurations.
 
 Reading a dataset (:mod:`.store`, :mod:`.info`, :mod:`.splits`) does not import TVM;
-collecting one (:mod:`.collect`) does, when its names are first used.
+collecting one (:mod:`.collection`) does, when its names are first used.
 """
 
 import importlib
@@ -27,5 +27,5 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in _COLLECT:
-        return getattr(importlib.import_module(".collect", __name__), name)
+        return getattr(importlib.import_module(".collection", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import TranstuneError, error_line
+from ..schedules import trace_json
 from ..tasks import arg_info_json
 from .backend import LibraryError
 from .store import Library, plain, target_key
@@ -66,7 +67,7 @@ class LibraryDatabase(ms.database.PyDatabase):
         return ms.database.Workload(mod)
 
     def commit_tuning_record(self, record) -> None:
-        trace, run_secs, _target, args_info = record.as_json()
+        trace, run_secs, args_info = _record_json(record)
         workload_id = self.library.add_workload(record.workload.mod)
         self.library.add_record(
             workload_id,
@@ -107,6 +108,14 @@ class LibraryDatabase(ms.database.PyDatabase):
         return self.library.count_records(target=self.target_key)
 
 
+def _record_json(record) -> tuple[list, list[float], list]:
+    """(trace, run seconds, argument info) of a MetaSchedule ``TuningRecord``, plain Python
+    (its own ``as_json`` cannot convert a layout-rewriting trace's index map)."""
+    run_secs = [float(s) for s in record.run_secs] if record.run_secs is not None else []
+    args = [plain(a.as_json()) for a in record.args_info] if record.args_info else None
+    return trace_json(record.trace), run_secs, args
+
+
 @dataclass
 class ImportReport:
     """What an import took and what it skipped (``(file, line number, reason)``)."""
@@ -141,8 +150,8 @@ def import_json(
     report.workloads = len(ids)
     for index, lineno, record in _records(work_dir, workloads, report):
         try:
-            trace, run_secs, _, args_info = record.as_json()
-            check_trace(plain(trace))
+            trace, run_secs, args_info = _record_json(record)
+            check_trace(trace)
             added = library.add_record(
                 ids[index],
                 target_key(record.target),
@@ -172,7 +181,7 @@ def open_json_database(work_dir: str | Path):
     committed = {i: database.commit_workload(w.mod) for i, w in workloads.items()}
     report.workloads = len(committed)
     for index, lineno, record in _records(work_dir, workloads, report):
-        problem = trace_problem(plain(record.trace.as_json()))
+        problem = trace_problem(trace_json(record.trace))
         if problem is not None:
             raise TranstuneError(f"{work_dir}: {RECORDS} line {lineno}: {problem}")
         database.commit_tuning_record(
@@ -247,7 +256,7 @@ class WorkDirWriter:
             workload = self._workloads[id(mod)] = self.database.commit_workload(mod)
         target = make_target(target) if isinstance(target, dict) else target
         args = arg_info_json(mod)
-        trace = trace.as_json() if hasattr(trace, "as_json") else trace
+        trace = trace_json(trace) if hasattr(trace, "as_json") else trace
         record = [trace, list(run_secs), target.export(), args]
         self.database.commit_tuning_record(ms.database.TuningRecord.from_json(record, workload))
         self.count += 1

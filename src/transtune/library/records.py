@@ -44,7 +44,8 @@ class Record:
         """The TVM target dict (the key without its hardware id and layout)."""
         spec = json.loads(self.target_key)
         spec.pop("hardware", None)
-        spec.pop("layout", None)
+        for option in ("layout", "prepack"):
+            spec.pop(option, None)
         return spec
 
     def as_json(self) -> list:
@@ -70,16 +71,19 @@ def target_key(target: Any) -> str:
     and, for a :class:`~transtune.targets.TargetConfig`, its ``"hardware"`` id, so that two
     CPUs never share records even where their code is built alike (``-mcpu=haswell``), and
     its ``"layout"`` where that is not NCHW (an NHWC kernel is another workload, and a
-    schedule does not carry across layouts)."""
-    hardware, layout = None, "NCHW"
+    schedule does not carry across layouts) and ``"prepack"`` where weights are repacked."""
+    hardware, layout, prepack = None, "NCHW", False
     if hasattr(target, "tvm_target"):  # a TargetConfig
-        hardware, layout, target = target.name, target.layout, target.tvm_target()
+        hardware, layout, prepack = target.name, target.layout, target.prepack
+        target = target.tvm_target()
     spec = plain(target.export() if hasattr(target, "export") else target)
     spec.pop("host", None)
     if hardware:
         spec["hardware"] = hardware
     if layout != "NCHW":
         spec["layout"] = layout
+    if prepack:
+        spec["prepack"] = True
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 

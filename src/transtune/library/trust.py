@@ -13,6 +13,7 @@ reason.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 INSTRUCTION_KINDS = frozenset({
@@ -40,6 +41,14 @@ ANNOTATION_KEYS = frozenset({
 })  # fmt: skip
 _ANNOTATION_PREFIXES = ("meta_schedule.",)
 
+# What the index map of a ``TransformLayout`` (TVM's object JSON text, as ``RewriteLayout``
+# writes it) may be built of: variables and index arithmetic, never a call.
+INDEX_MAP_NODES = frozenset({
+    "None", "int", "ffi.Array", "ffi.String", "ffi.Map", "ir.IntImm", "ir.PrimType", "ir.Var",
+    "ir.Range", "tirx.IndexMap", "prim.Add", "prim.Sub", "prim.Mul", "prim.Div", "prim.Mod",
+    "prim.FloorDiv", "prim.FloorMod", "prim.Min", "prim.Max", "prim.Cast",
+})  # fmt: skip
+
 
 class UnsafeTrace(ValueError):
     """A trace with an instruction or annotation outside the allowlist."""
@@ -56,6 +65,10 @@ def check_trace(trace: Any) -> None:
         kind = inst[0]
         if kind not in INSTRUCTION_KINDS:
             raise UnsafeTrace(f"instruction {i}: {kind!r} is not an allowed schedule primitive")
+        if kind == "TransformLayout":
+            for arg in inst[1] if len(inst) > 1 and isinstance(inst[1], list) else []:
+                if isinstance(arg, str) and arg.startswith("{"):
+                    _check_index_map(arg, i)
         if kind in ("Annotate", "Unannotate"):
             attrs = inst[2] if len(inst) > 2 and isinstance(inst[2], list) else []
             key = attrs[0] if attrs else None
@@ -63,6 +76,16 @@ def check_trace(trace: Any) -> None:
                 key in ANNOTATION_KEYS or key.startswith(_ANNOTATION_PREFIXES)
             ):
                 raise UnsafeTrace(f"instruction {i}: annotation {key!r} is not allowed")
+
+
+def _check_index_map(text: str, i: int) -> None:
+    try:
+        nodes = json.loads(text)["nodes"]
+        kinds = {node["type"] for node in nodes}
+    except (ValueError, KeyError, TypeError):
+        raise UnsafeTrace(f"instruction {i}: an index map that is not TVM's JSON") from None
+    if kinds - INDEX_MAP_NODES:
+        raise UnsafeTrace(f"instruction {i}: an index map holds {sorted(kinds - INDEX_MAP_NODES)}")
 
 
 def trace_problem(trace: Any) -> str | None:

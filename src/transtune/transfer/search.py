@@ -41,7 +41,7 @@ from ..measure import (
     measure_modules,
     warm_builder,
 )
-from ..schedules import anchor_block, postprocessors, replay, replay_anchor
+from ..schedules import anchor_block, postprocessors, replay, replay_anchor, trace_json
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, arg_info_json, extract_kernels
 from ..tuning import estimate_latency, measure_untuned
@@ -113,7 +113,7 @@ def find_candidates(library: Library, kernel: Kernel, model: str, key: str) -> l
     found = _pool(library, kernel, model, key)
     if not found:
         spec = json.loads(key)
-        alike = ("kind", "layout")
+        alike = ("kind", "layout", "prepack")
         for other in library.target_keys():
             other_spec = json.loads(other)
             if other != key and all(other_spec.get(a) == spec.get(a) for a in alike):
@@ -388,6 +388,6 @@ def _commit(library, kernel, wid, config, best, provenance, donor, run_id) -> No
     sch, m = best
     args = arg_info_json(kernel.mod)
     library.add_record(
-        wid, config, plain(sch.trace.as_json()), [m.seconds], plain(args),
+        wid, config, trace_json(sch.trace), [m.seconds], plain(args),
         provenance=provenance, donor=donor, run_id=run_id,
     )  # fmt: skip
