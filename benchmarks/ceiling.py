@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 import reference
-from common import ROOT, merge_summary, run_meta
+from common import ROOT, merge_summary, meta_lines, run_meta, write_result
 
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "ceiling"
@@ -122,10 +122,10 @@ def run(models: list[str], lowering: str, library: str | None) -> None:
             continue
         rows, device, model = kernel_rows(name, path, config)
         e2e = end_to_end(model, config, path)
-        (DATA / f"{name}.json").write_text(json.dumps(
-            {"model": name, "lowering": lowering, "library": str(path.relative_to(ROOT)),
-             "tuning": tuning(path, name), "kernels": rows, "device": device,
-             "end_to_end": e2e, "meta": run_meta()}, indent=1))  # fmt: skip
+        write_result(DATA / f"{name}.json",
+                     {"model": name, "lowering": lowering, "library": str(path.relative_to(ROOT)),
+                      "tuning": tuning(path, name), "kernels": rows, "device": device,
+                      "end_to_end": e2e}, config.num_threads)  # fmt: skip
         print(name, json.dumps(e2e))
 
 
@@ -188,9 +188,11 @@ def levers(models: list[str]) -> None:
         e2e = _timings(result)
         path = DATA / f"levers-{name}.json"
         runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
-        runs.append({"end_to_end": e2e, "meta": run_meta()})  # each rerun adds a repeat
-        path.write_text(json.dumps({"model": name, "budget": BUDGET, "lowerings": lowerings,
-                                    "runs": runs}, indent=1))  # fmt: skip
+        meta = run_meta()
+        runs.append({"end_to_end": e2e, "meta": meta})  # each rerun adds a repeat
+        # The file's own "meta" is its latest run's (the one that wrote it).
+        write_result(path, {"model": name, "budget": BUDGET, "lowerings": lowerings,
+                            "runs": runs, "meta": meta})  # fmt: skip
         print(name, json.dumps({k: v["median_ms"] for k, v in e2e.items()}))
 
 
@@ -211,19 +213,19 @@ def report() -> None:
                if (DATA / f"{m}.json").is_file()]  # fmt: skip
     lever_runs = [json.loads((DATA / f"levers-{m}.json").read_text()) for m in MODELS
                   if (DATA / f"levers-{m}.json").is_file()]  # fmt: skip
-    meta, device = results[0]["meta"], results[0]["device"]
+    first, device = results[0]["model"], results[0]["device"]
     peak, bandwidth = device["measured_peak_gflops"], device["measured_bandwidth_gbs"]
     lines = [
         "# Where a tuned model's time goes, and what raises the ceiling",
         "",
-        f"Written by `benchmarks/ceiling.py report`. CPU: {meta['cpu']} (`{meta['mcpu']}`, "
-        f"hardware id `{meta['hardware_id']}`), {device['threads']} threads; TVM "
-        f"{meta['versions'].get('apache-tvm')}, PyTorch {meta['versions'].get('torch')}, ONNX "
-        f"Runtime {meta['versions'].get('onnxruntime')}. Measured peak {peak:.0f} GFLOP/s (FMA "
-        f"chains), bandwidth {bandwidth:.0f} GB/s (triad), from the configuration's descriptor. "
+        f"Written by `benchmarks/ceiling.py report`. Measured peak {peak:.0f} GFLOP/s (FMA "
+        f"chains), bandwidth {bandwidth:.0f} GB/s (triad), from the configuration's descriptor "
+        f"in {first}'s run (each model's % of peak and of roofline use its own run's). "
         "Each row names the commit and date it was measured at, the lowering (data layout, "
         "weights; see the levers) and the library its schedules came from (best record each), "
         "with the trials and tuning seconds that library's tuning took.",
+        "",
+        *meta_lines({r["model"]: r.get("meta") for r in results}),
         "",
         "Sum of kernels = weight x each kernel rebuilt and timed alone; TVM tuned = the whole "
         f"model on the Relax VM (median of {REPEAT}, min-max in brackets), beside PyTorch and "
@@ -275,6 +277,7 @@ def report() -> None:
             )
     lines += ["", "![roofline](ceiling_roofline.png)", ""]
     (OUT / "ceiling.md").write_text("\n".join(lines))
+    hardware = sorted({r["meta"].get("hardware_id", "?") for r in results})
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
         ks = [k for k in r["kernels"] if k["seconds"]]
@@ -283,7 +286,7 @@ def report() -> None:
     xs = [2**i for i in range(-4, 12)]
     ax.plot(xs, [min(peak, x * bandwidth) for x in xs], "k--", label="measured roofline")
     ax.set(xscale="log", yscale="log", xlabel="FLOPs per byte", ylabel="GFLOP/s",
-           title=f"Tuned kernels on {meta['hardware_id']}")  # fmt: skip
+           title=f"Tuned kernels on {', '.join(hardware)}")  # fmt: skip
     ax.legend()
     fig.tight_layout()
     fig.savefig(OUT / "ceiling_roofline.png", dpi=110)
@@ -326,7 +329,9 @@ def _lever_lines(runs: list[dict]) -> list[str]:
             )
     if runs:
         lines += ["", "End to end: the last run's medians (min-max); TVM / ONNX Runtime: the "
-                  "ratio of medians in each run, oldest first (each run one process)."]  # fmt: skip
+                  "ratio of medians in each run, oldest first (each run one process).", "",
+                  *meta_lines({f"{r['model']} run {i}": run.get("meta") for r in runs
+                               for i, run in enumerate(r["runs"], 1)}, "Lever runs")]  # fmt: skip
     return [*lines, "", "![lowering levers](ceiling_levers.png)"] if runs else lines
 
 

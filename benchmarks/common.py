@@ -1,6 +1,8 @@
-"""What every benchmark records with its figures: the run's metadata, and the project's
-``docs/results/summary.json`` (one JSON object; each benchmark merges the keys its issue
-names, plus ``"<area>.meta"``)."""
+"""What every benchmark records with its figures: the run's metadata, in every result file
+(:func:`write_result`) and in the project's ``docs/results/summary.json`` (one JSON object;
+each benchmark merges the keys its issue names, plus ``"<area>.meta"``); and the sentences
+that state it on a page rendered from those files (:func:`meta_line`, :func:`meta_lines`),
+never from the machine that renders the page."""
 
 from __future__ import annotations
 
@@ -52,3 +54,65 @@ def merge_summary(area: str, figures: dict, threads: int | None = None) -> dict:
     SUMMARY.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(SUMMARY, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return summary
+
+
+def write_result(path: str | Path, data: dict, threads: int | None = None) -> dict:
+    """Write ``data`` and this run's metadata (``"meta"``: :func:`run_meta`) to ``path`` as
+    indented JSON, whole or not at all; returns what was written. A ``"meta"`` that ``data``
+    has already (the caller's own, e.g. the latest of per-repeat ones) is kept as it is."""
+    result = {**data} if "meta" in data else {**data, "meta": run_meta(threads)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def file_meta(data: dict) -> dict | None:
+    """A result file's ``"meta"``; for one written before files carried it, the part that a
+    :mod:`transtune.benchmark` result in it (at its top or one level down) kept: CPU, LLVM
+    CPU, threads, versions. None when it has neither."""
+    if data.get("meta"):
+        return data["meta"]
+    for d in (data, *(v for v in data.values() if isinstance(v, dict))):
+        if isinstance(d.get("host"), dict):
+            host = d["host"]
+            return {"cpu": host.get("cpu"), "mcpu": host.get("mcpu"),
+                    "threads": d.get("num_threads"), "versions": d.get("versions", {})}  # fmt: skip
+    return None
+
+
+def meta_line(meta: dict | None) -> str:
+    """One Markdown sentence stating a result's stored metadata (what :func:`run_meta` kept
+    when it was measured), for a page rendered from it; fields it lacks are left out."""
+    if not meta:
+        return ("The CPU, commit and package versions of this run were not recorded in its "
+                "result file (written before result files carried run metadata), so this page "
+                "cannot state them.")  # fmt: skip
+    ids = [f"LLVM `{meta['mcpu']}`"] if meta.get("mcpu") else []
+    ids += [f"hardware id `{meta['hardware_id']}`"] if meta.get("hardware_id") else []
+    parts = [f"Measured on {meta.get('cpu') or 'an unrecorded CPU'}"
+             + (f" ({', '.join(ids)})" if ids else "")]  # fmt: skip
+    threads = meta.get("threads")
+    if threads:
+        parts.append(f"{threads} thread{'s' if threads != 1 else ''}")
+    parts.append(f"commit {meta['commit']}" if meta.get("commit") else "commit not recorded")
+    if meta.get("date"):
+        parts.append(meta["date"])
+    versions = ", ".join(f"{name} {v}" for name, v in (meta.get("versions") or {}).items())
+    return ", ".join(parts) + (f"; {versions}" if versions else "") + "."
+
+
+def meta_lines(labelled: dict[str, dict | None], what: str = "") -> list[str]:
+    """Markdown lines stating the stored metadata of several results (label -> meta): one
+    sentence where they all agree, else one bullet per distinct metadata, naming its results.
+    ``what`` (e.g. "Load figures") leads them; nothing for no results."""
+    groups: dict[str, tuple[dict | None, list[str]]] = {}
+    for label, meta in labelled.items():
+        key = json.dumps(meta or None, sort_keys=True)
+        groups.setdefault(key, (meta, []))[1].append(label)
+    if len(groups) <= 1:
+        lead = f"{what}: " if what else ""
+        return [lead + meta_line(meta) for meta, _ in groups.values()]
+    return [f"{what}, by result:" if what else "By result:", *(
+        f"- {', '.join(labels)}: {meta_line(meta)}" for meta, labels in groups.values()
+    )]  # fmt: skip

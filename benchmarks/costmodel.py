@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import time
 from pathlib import Path
 
 import numpy as np
+from common import meta_line, write_result
 from resume import Steps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,18 +33,15 @@ SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
 
 
 def make_models(epochs: int, ms_mlp_epochs: int = 10) -> dict:
-    from transtune.costmodel import TorchConfig, TorchCostModel, XGBConfig, XGBCostModel
-    from transtune.costmodel.metaschedule import MetaScheduleMLP, MetaScheduleXGB
+    from transtune.costmodel import create
 
     return {
-        "xgb": lambda: XGBCostModel(XGBConfig()),
-        "mlp": lambda: TorchCostModel(TorchConfig(arch="mlp", epochs=epochs)),
-        "attention": lambda: TorchCostModel(TorchConfig(arch="attention", epochs=epochs)),
-        "attention (stores only)": lambda: TorchCostModel(
-            TorchConfig(arch="attention", epochs=epochs, net={"trace": False})
-        ),
-        "ms-xgb": lambda: MetaScheduleXGB(),
-        "ms-mlp": lambda: MetaScheduleMLP(epochs=ms_mlp_epochs),
+        "xgb": lambda: create("xgb"),
+        "mlp": lambda: create("mlp", epochs=epochs),
+        "attention": lambda: create("attention", epochs=epochs),
+        "attention (stores only)": lambda: create("attention", epochs=epochs, net={"trace": False}),
+        "ms-xgb": lambda: create("ms-xgb"),
+        "ms-mlp": lambda: create("ms-mlp", epochs=ms_mlp_epochs),
     }
 
 
@@ -53,10 +50,10 @@ def make_splits(data, unseen: list[str]) -> dict:
 
     held = [m for m in splits.TENSET_HELD_OUT if any(m in ms for ms in data.models.values())]
     return {
-        "within-task": splits.within_task(data.workload, data.target, 0.2, 0),
-        "by-task": splits.by_task(data.workload, 0.2, 0),
-        f"by-model ({', '.join(held)})": splits.by_model(data.workload, data.models, held),
-        f"by-hardware ({', '.join(unseen)})": splits.by_hardware(data.target, unseen),
+        "within-task": splits.make("within-task", data),
+        "by-task": splits.make("by-task", data),
+        f"by-model ({', '.join(held)})": splits.make("by-model", data, held),
+        f"by-hardware ({', '.join(unseen)})": splits.make("by-hardware", data, unseen),
     }
 
 
@@ -123,15 +120,12 @@ def report(result: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transtune.targets import host_info
-
-    host = host_info()
     lines = [
         "# Cost models: joint program + hardware features",
         "",
         f"Written by `benchmarks/costmodel.py` from `data/dataset` ({result['records']:,} "
         f"successful records, {result['kernels']} kernels, configurations "
-        f"{', '.join(result['targets'])}). Host: {host.cpu_model}, {host.cores} cores; "
+        f"{', '.join(result['targets'])}). {meta_line(result.get('meta'))} "
         f"PyTorch CPU; {result['epochs']} epochs for our networks, "
         f"{result['ms_mlp_epochs']} for MetaSchedule's MLPModel (its default is 50); seed 0. "
         "Metrics: TenSet's "
@@ -218,9 +212,7 @@ def main() -> None:
         "compare": compare(data, args.epochs, args.ms_mlp_epochs, unseen, steps),
         "transfer": transfer(data, args.epochs, unseen, steps),
     }  # fmt: skip
-    (OUT / "costmodel").mkdir(parents=True, exist_ok=True)
-    (OUT / "costmodel" / "result.json").write_text(json.dumps(result, indent=1))
-    report(result)
+    report(write_result(OUT / "costmodel" / "result.json", result))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ PER_KERNEL = 32
 # Deep data (the cost-model issue): TenSet's by-model test models, and training kernels.
 TEST_MODELS = ["resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_tiny", "bert_base"]
 DEEP_SAMPLES = 256
+DEEP_TRAJECTORY = 64  # programs a search visits per deep kernel, beside the random samples
 DEEP_TRAIN = 150
 
 
@@ -109,8 +110,9 @@ def _spread(n: int) -> list[int]:
 
 
 def deep(minutes: float) -> None:
-    """Measure DEEP_SAMPLES schedules of every deep kernel on ``host`` until ``minutes``
-    have passed (Ctrl-C stops after the kernel in hand); what the dataset holds is skipped."""
+    """Measure DEEP_SAMPLES random schedules of every deep kernel on ``host``, and the
+    DEEP_TRAJECTORY programs a search visits, until ``minutes`` have passed (Ctrl-C stops
+    after the kernel in hand); what the dataset holds is skipped."""
     import signal
 
     from transtune.dataset import collect as collect_dataset
@@ -126,7 +128,9 @@ def deep(minutes: float) -> None:
               f"{dk.kernel.kernel_class} {stats.records} records "
               f"{stats.records_per_minute:.0f}/min", flush=True)  # fmt: skip
 
-    stats = collect_dataset(str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress)
+    stats = collect_dataset(
+        str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=DEEP_TRAJECTORY
+    )
     print(stats, flush=True)
 
 
@@ -144,8 +148,9 @@ def summary() -> dict:
     hardware = DatasetStore(DATASET).hardware()
     full = {i: d["fingerprint"]["host_mcpu"] for i, d in hardware.items()
             if d["fingerprint"]["mcpu"] == d["fingerprint"]["host_mcpu"]}  # fmt: skip
-    table, _ = load_records(DATASET, ["workload", "sample", "status"])
+    table, _ = load_records(DATASET, ["workload", "sample", "status", "source"])
     ok = table.filter(pc.equal(table["status"], "ok"))
+    ok = ok.filter(pc.equal(ok["source"], "random"))  # the deep figures count random samples
     per_cpu: dict[str, int] = {}
     for row in ok.group_by("target").aggregate([("sample", "count")]).to_pylist():
         cpu = hardware.get(row["target"], {}).get("fingerprint", {}).get("host_mcpu", "?")
@@ -177,6 +182,8 @@ def pick_kernels(count: int):
 
 def side(which: str, count: int, samples: int, out: Path) -> None:
     """One side of the comparison, in this process, on configuration ``host``."""
+    from common import write_result
+
     from transtune.dataset import EVALUATOR, collect
     from transtune.measure import load_cpu_tensor_intrinsics, local_runner
     from transtune.targets import get_config
@@ -195,10 +202,10 @@ def side(which: str, count: int, samples: int, out: Path) -> None:
         else:
             records = collect(str(Path(tmp) / "ds"), kernels, ["host"], samples).records
         seconds = time.perf_counter() - start
-    out.write_text(json.dumps({
+    write_result(out, {
         "side": which, "kernels": [dk.kernel.name for dk in kernels], "samples": samples,
         "records": records, "seconds": seconds, "records_per_minute": 60 * records / seconds,
-    }))  # fmt: skip
+    }, config.num_threads)  # fmt: skip
 
 
 def compare(count: int, samples: int) -> None:
@@ -234,11 +241,13 @@ def load_stats(out: Path, copies: int = 1) -> None:
         table, report = load_records(path)
         seconds = time.perf_counter() - start
         peak = _memory_kib("VmHWM")
-    out.write_text(json.dumps({
+    from common import write_result  # imported only now: nothing added to the memory figures
+
+    write_result(out, {
         "records": len(table), "copies": copies, "seconds": seconds,
         "peak_rss_mib": peak / 1024, "rss_before_mib": before / 1024,
         "arrow_mib": table.nbytes / 2**20, "skipped": report.summary(),
-    }))  # fmt: skip
+    })  # fmt: skip
 
 
 def _memory_kib(field: str) -> int:
@@ -267,18 +276,21 @@ def variants() -> dict[str, tuple[int, int]]:
 
 def json_size(out: Path, target: str = "host", limit: int = 2000) -> None:
     """Bytes per record of the same records as MetaSchedule/TenSet-style JSON lines."""
+    from common import write_result
+
     from transtune.dataset.info import export_json
 
     with tempfile.TemporaryDirectory() as tmp:
         count = export_json(DATASET, tmp, target, limit=limit)
         size = sum(p.stat().st_size for p in Path(tmp).glob("*.json"))
-    out.write_text(json.dumps({"records": count, "bytes": size, "bytes_per_record": size / count}))
+    write_result(out, {"records": count, "bytes": size, "bytes_per_record": size / count})
 
 
 def report() -> None:
+    from common import meta_lines
+
     from transtune.dataset import dataset_info
     from transtune.dataset.info import collection_rate
-    from transtune.targets import host_info
 
     DATA.mkdir(parents=True, exist_ok=True)
     info = dataset_info(DATASET)
@@ -292,12 +304,15 @@ def report() -> None:
     js = json.loads((DATA / "json.json").read_text())
     per_record = info["bytes_on_disk"] / max(1, info["records"])
     collected, seconds = collection_rate(DATASET)
-    host = host_info()
+    cpus = sorted({counts["cpu"] for counts in info["by_hardware"].values()})
+    stats = {"load": load.get("meta"), "million-record load": million.get("meta"),
+             "JSON size": js.get("meta")}  # fmt: skip
     lines = [
         "# Dataset: measured schedules of zoo kernels on this host's configurations",
         "",
-        f"Written by `benchmarks/dataset.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
-        f"{host.cores} cores; TVM 0.27.0. Collected with `transtune dataset collect --models M "
+        f"Written by `benchmarks/dataset.py`. Records measured on {', '.join(cpus) or '?'} (CPU "
+        "and LLVM CPU, as the dataset's hardware descriptors record them); TVM 0.27.0. "
+        "Collected with `transtune dataset collect --models M "
         f"--targets {CONFIGS} --per-kernel {PER_KERNEL}` for each model in turn, in passes at "
         + ", then at ".join(
             f"batch {b} and "
@@ -338,6 +353,8 @@ def report() -> None:
                 ),
             )
         ],
+        "",
+        *meta_lines(stats, "Load and size figures"),
     ]
     lines += ["", "Model variants (tag = model@batch and size) and how many of their kernels are "
               "measured (a kernel shared by several variants is measured once):", "",
@@ -369,6 +386,8 @@ def report() -> None:
                 for name, r in (("stock MetaSchedule", s), ("transtune collect", t))
             ],
             f"| ratio | | | {t['records_per_minute'] / s['records_per_minute']:.2f}x |",
+            "",
+            *meta_lines({"stock": s.get("meta"), "transtune": t.get("meta")}),
         ]
     (OUT / "dataset.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -13,12 +13,13 @@ what two separate devices would give.
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from common import meta_line, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
@@ -65,22 +66,20 @@ def main() -> None:
     args = parser.parse_args()
     from transtune.dataset import dataset_kernels
     from transtune.measure import load_cpu_tensor_intrinsics
-    from transtune.targets import host_info
+    from transtune.targets import get_config
 
     load_cpu_tensor_intrinsics()
     kernels = sorted(dataset_kernels(["resnet18"]), key=lambda dk: dk.kernel.name)
     kernels = kernels[: args.kernels]
     runs = [run(kernels, args.samples, servers) for servers in (0, 1, 2)]
-    DATA.mkdir(parents=True, exist_ok=True)
-    (DATA / "runs.json").write_text(json.dumps(runs, indent=1))
+    result = write_result(DATA / "runs.json", {"runs": runs}, get_config(CONFIG).num_threads)
 
     local = runs[0]["latency"]
-    host = host_info()
     lines = [
         "# Measuring through TVM's RPC tracker: 1 and 2 servers on one host",
         "",
-        f"Written by `benchmarks/distributed.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
-        f"{host.cores} cores; TVM 0.27.0. The same collection each time: "
+        f"Written by `benchmarks/distributed.py`. {meta_line(result['meta'])} "
+        "The same collection each time: "
         f"{len(kernels)} ResNet-18 kernels x {args.samples} sampled schedules, configuration "
         f"`{CONFIG}` (1 thread per measurement), dataset evaluator, builds here (2 warm "
         "workers) between measured batches. A real tracker and real `tvm.exec.rpc_server` "

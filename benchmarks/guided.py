@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common import meta_lines, write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "guided"
@@ -100,8 +102,8 @@ def arm(model_name: str, which: str, budget: float, out: Path) -> None:
             tuned = tune(model, lib, config, time_budget=budget - offset, cost_model=cost_model,
                          num_trials_per_iter=PER_ITER[which], search=search)  # fmt: skip
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
-    out.write_text(json.dumps({"model": model_name, "arm": which, "budget": budget,
-                               "transfer_seconds": offset, "curve": curve}))  # fmt: skip
+    write_result(out, {"model": model_name, "arm": which, "budget": budget,
+                       "transfer_seconds": offset, "curve": curve}, config.num_threads)  # fmt: skip
 
 
 def run(models: list[str], budget: float, arms: list[str]) -> None:
@@ -130,7 +132,6 @@ def report() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transtune.targets import host_info
     from transtune.tuning import GUIDED_SEARCH
 
     runs = {}
@@ -138,12 +139,12 @@ def report() -> None:
         r = json.loads(path.read_text())
         runs.setdefault(r["model"], {})[r["arm"]] = r
     models = [m for m, arms in runs.items() if set(ARMS) <= set(arms)]
-    host = host_info()
+    metas = {f"{m} {a}": r.get("meta") for m in models for a, r in runs[m].items()}
     lines = [
         "# Tuning guided by the pre-trained cost model",
         "",
-        f"Written by `benchmarks/guided.py`. Host: {host.cpu_model}, {host.cores} cores, "
-        "configuration `host`. Cost model: `data/costmodel/attention-by-model.json`, trained on "
+        "Written by `benchmarks/guided.py`. Configuration `host`. Cost model: "
+        "`data/costmodel/attention-by-model.json`, trained on "
         "`data/dataset` without the kernels of TenSet's held-out networks (so none of these "
         "models' kernels). Donor library for transfer: `data/library/zoo-host.db` (six other "
         "models' tuned schedules). Every run alone on the host, in a fresh process, from an "
@@ -156,6 +157,8 @@ def report() -> None:
         f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`). Transfer "
         f"measures the {TRANSFER_MEASURE_TOP} donor schedules per kernel the cost model "
         "scores best, of up to 8 replayed.",
+        "",
+        *meta_lines(metas),
         "",
     ]
     compared = ["guided", "transfer+guided"]

@@ -14,11 +14,11 @@ Resumable: finished steps are kept in ``docs/results/pruning/steps_MODEL.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
+from common import meta_line, write_result
 from resume import Steps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,32 +28,26 @@ STRATEGIES = ("subsample", "dedup", "kernels", "diversity", "uncertainty", "dedu
 KEEP = (0.05, 0.10, 0.15, 0.25, 0.50)
 
 
-def model_factory(name: str, epochs: int):
-    from transtune.costmodel import TorchConfig, TorchCostModel, XGBConfig, XGBCostModel
-
-    if name == "xgb":
-        return lambda: XGBCostModel(XGBConfig())
-    return lambda: TorchCostModel(TorchConfig(arch=name, epochs=epochs))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="xgb", choices=["xgb", "mlp", "attention"])
     parser.add_argument("--epochs", type=int, default=20)
     args = parser.parse_args()
-    from transtune.costmodel import load_cost_data
+    from transtune.costmodel import create, load_cost_data
     from transtune.dataset import splits
     from transtune.dataset.prune import load_programs, select
 
     data = load_cost_data(DATASET)
     programs = load_programs(DATASET)
     held = [m for m in splits.TENSET_HELD_OUT if any(m in ms for ms in data.models.values())]
-    train, test = splits.by_model(data.workload, data.models, held)
+    train, test = splits.make("by-model", data, held)
     train_kernels = set(data.workload[train])
     pool = np.flatnonzero(np.isin(programs.workload, list(train_kernels)))
     candidates = programs.take(pool)
     key = np.asarray([f"{w}:{s}" for w, s in zip(data.workload, data.sample, strict=True)])
-    factory = model_factory(args.model, args.epochs)
+
+    def factory():
+        return create(args.model, epochs=args.epochs)
 
     def run(rows: np.ndarray) -> dict:
         model = factory()
@@ -87,9 +81,7 @@ def main() -> None:
         "kernels": len(train_kernels),
         "test_records": len(test), "seconds_per_record": seconds / max(1, collected),
     }  # fmt: skip
-    (OUT / "pruning").mkdir(parents=True, exist_ok=True)
-    (OUT / "pruning" / f"result_{args.model}.json").write_text(json.dumps(result, indent=1))
-    report(result)
+    report(write_result(OUT / "pruning" / f"result_{args.model}.json", result))
 
 
 def report(result: dict) -> None:
@@ -98,14 +90,11 @@ def report(result: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transtune.targets import host_info
-
     ref = result["reference"]
-    host = host_info()
     lines = [
         "# Dataset pruning: how much of the data a cost model needs",
         "",
-        f"Written by `benchmarks/pruning.py`. Host: {host.cpu_model}, {host.cores} cores. "
+        f"Written by `benchmarks/pruning.py`. {meta_line(result.get('meta'))} "
         f"Cost model: `{result['model']}`. Split: by model (held out: "
         f"{', '.join(result['held_out'])}; {result['test_records']:,} test records, never "
         "pruned). Each strategy keeps a fraction of the training kernels' programs (a program "

@@ -133,14 +133,13 @@ def archive(lib, path: Path) -> str:
     import shutil
     import tempfile
 
-    workloads = lib.query("SELECT COUNT(DISTINCT workload_id) FROM records")[0][0]
-    if lib.count_records() <= TOP_K * workloads:
+    if not lib.compactable(TOP_K):
         return "nothing to keep"
     out = path.parent / "search" / f"{path.stem}-{time.strftime('%Y%m%dT%H%M%S')}.db.xz"
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "copy.db"
-        lib.query("VACUUM INTO ?", (str(copy),))
+        lib.snapshot(copy)
         with open(copy, "rb") as src, lzma.open(Path(tmp) / "out.xz", "wb", preset=6) as dst:
             shutil.copyfileobj(src, dst)
         shutil.move(Path(tmp) / "out.xz", out.with_suffix(".tmp"))
@@ -218,6 +217,10 @@ def report() -> None:
     from common import run_meta
 
     out = ROOT / "docs" / "results"
+    # Live state, not a stored result: the page describes the libraries on disk now, so the
+    # commit, date, CPU and TVM version are the rendering run's (run_meta() here). The
+    # libraries keep no run metadata; what ties them to a CPU is the folder read, named by
+    # this host's hardware id, so the page says just that.
     meta, rows = run_meta(), progress()
     hardware = folder().parent.name
     lines = [
@@ -225,8 +228,9 @@ def report() -> None:
         "",
         f"Written by `benchmarks/reference.py report` at commit {meta['commit']} on "
         f"{meta['date']} from the libraries in `data/library/reference/{hardware}/<lowering>/` "
-        f"(measured on {meta['cpu']}, `{meta['mcpu']}`, hardware id `{hardware}`, "
-        f"{meta['threads']} threads; TVM {meta['versions'].get('apache-tvm')}). Each model is "
+        f"(tuned on CPUs of hardware id `{hardware}`, this host's: {meta['cpu']}, "
+        f"`{meta['mcpu']}`, {meta['threads']} threads; the libraries record no further run "
+        f"metadata; rendered with TVM {meta['versions'].get('apache-tvm')}). Each model is "
         "tuned by `transtune tune` (MetaSchedule evolutionary search, XGBoost cost model, "
         f"synchronous runner, seed {SEED}): the models marked *converge* until every kernel "
         "has at least 256 measured candidates and its last quarter improved its best by under "

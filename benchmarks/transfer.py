@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 import reference
-from common import merge_summary, run_meta
+from common import merge_summary, write_result
 
 from transtune.transfer.policies import DEFAULT_POLICY, POLICIES
 
@@ -158,7 +158,6 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
                  "chosen": k.chosen, "errors": k.errors[:3]}
                 for k, d in zip(kernels, default, strict=True)
             ],
-            "meta": run_meta(config.num_threads),
         }  # fmt: skip
         if policy != "all":
             untuned = benchmark(model, config, None, repeat=3, runtimes=("tvm",))
@@ -174,8 +173,7 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
                 "transferred": transferred.to_json(),
                 "full": tuned.to_json(),
             }
-    DATA.mkdir(parents=True, exist_ok=True)
-    (DATA / f"{model_name}-{label}.json").write_text(json.dumps(data, indent=1))
+    write_result(DATA / f"{model_name}-{label}.json", data, config.num_threads)
 
 
 def transfer(models: list[str], protocols: list[str], policy: str = DEFAULT_POLICY) -> None:

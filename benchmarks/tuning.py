@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import file_meta, meta_line, meta_lines, write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "tuning"
@@ -146,7 +148,7 @@ def remeasure(seed: int, rounds: int = 5) -> None:
                 for side, mod in mods.items():
                     (m,) = measure_modules([mod], target, builder, runner)
                     out[side].setdefault(k.name, []).append(m.seconds)
-    (DATA / f"remeasure_s{seed}.json").write_text(json.dumps(out, indent=1))
+    write_result(DATA / f"remeasure_s{seed}.json", out)
 
 
 def overlap(samples: int = 16, rounds: int = 3) -> None:
@@ -194,11 +196,11 @@ def overlap(samples: int = 16, rounds: int = 3) -> None:
     ratios = [b / a for ra, rb in zip(alone, busy, strict=True)
               for a, b in zip(ra, rb, strict=True) if a and b]  # fmt: skip
     spread = [max(x) / min(x) for x in zip(*alone, strict=True) if all(x)]
-    (DATA / "overlap.json").write_text(json.dumps({
+    write_result(DATA / "overlap.json", {
         "kernel": kernel.name, "class": kernel.kernel_class, "samples": samples,
         "rounds": rounds, "median_ratio": statistics.median(ratios), "min_ratio": min(ratios),
         "max_ratio": max(ratios), "median_alone_spread": statistics.median(spread),
-    }, indent=1))  # fmt: skip
+    })  # fmt: skip
     print((DATA / "overlap.json").read_text())
 
 
@@ -235,7 +237,7 @@ def tune_resnet18(per_kernel: int) -> None:
             "untuned": untuned.to_json(),
             "tuned": tuned.to_json(),
         }
-    (DATA / "resnet18.json").write_text(json.dumps(data, indent=1))
+    write_result(DATA / "resnet18.json", data, config.num_threads)
 
 
 def report() -> None:
@@ -244,15 +246,12 @@ def report() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transtune.targets import host_info
-
-    host = host_info()
     lines = [
         "# Tuning: throughput against stock MetaSchedule, and ResNet-18 tuned",
         "",
-        f"Written by `benchmarks/tuning.py`. Host: {host.cpu_model} (`{host.mcpu}`), "
-        f"{host.cores} cores, target configuration `host`; TVM 0.27.0, measured alone on the "
-        "host. Evaluator for every candidate: MetaSchedule's defaults (1 warm-up, mean of 3 "
+        "Written by `benchmarks/tuning.py`. Target configuration `host`, measured alone on the "
+        "host; each section states the machine, commit and versions its results were measured "
+        "with. Evaluator for every candidate: MetaSchedule's defaults (1 warm-up, mean of 3 "
         "runs stretched to >= 100 ms, no cache flush), `LocalRunner`.",
         "",
     ]
@@ -281,6 +280,8 @@ def report() -> None:
             "counts in its time). "
             "Each run is a fresh process; wall time covers everything from the first "
             "`TuneContext` to the last record.",
+            "",
+            *meta_lines({f"{side} s{seed}": r.get("meta") for (side, seed), r in runs.items()}),
             "",
             "| side | seed | trials | wall s | trials/s | weighted best latency ms |",
             "|---|---:|---:|---:|---:|---:|",
@@ -324,7 +325,11 @@ def report() -> None:
         lines += [
             "Best schedules timed again: each side's best schedule per kernel, rebuilt and "
             "timed 5 times alternating sides in one process with nothing else running "
-            "(median ms; weighted = sum of weight x median):",
+            "(median ms; weighted = sum of weight x median).",
+            "",
+            *meta_lines(
+                {f"seed {s}": json.loads(p.read_text()).get("meta") for s, p in remeasured.items()}
+            ),
             "",
             "| seed | kernel | stock | transtune | transtune / stock |",
             "|---:|---|---:|---:|---:|",
@@ -360,10 +365,13 @@ def report() -> None:
             "a synchronous runner (`SyncRunner`): nothing is generated or built while a batch "
             "is timed. Stock MetaSchedule's `LocalRunner` overlaps them.",
             "",
+            meta_line(o.get("meta")),
+            "",
         ]
     r18_path = DATA / "resnet18.json"
     if r18_path.exists():
         r = json.loads(r18_path.read_text())
+        r18_meta, threads = file_meta(r), r["tuned"].get("num_threads", "?")
         t_un = {t["runtime"]: t for t in r["untuned"]["timings"]}
         t_tu = {t["runtime"]: t for t in r["tuned"]["timings"]}
 
@@ -375,7 +383,8 @@ def report() -> None:
             "",
             f"Budget: {r['per_kernel']} trials per kernel, {r['kernels']} kernels, "
             f"{r['trials']} measured candidates in {r['tuning_seconds'] / 60:.1f} min. "
-            "Latency at batch 1, median (min..max) of repeats, 2 threads everywhere:",
+            f"Latency at batch 1, median (min..max) of repeats, {threads} threads everywhere. "
+            + meta_line(r18_meta),
             "",
             "| | ms |",
             "|---|---:|",
@@ -407,7 +416,8 @@ def report() -> None:
             ax.set_ylabel("estimated latency, ms (log)")
             ax.axhline(t_tu["pytorch"]["median_ms"], color="gray", ls="--", label="PyTorch")
             ax.legend()
-        fig.suptitle(f"ResNet-18 tuning curve on {host.cpu_model}, 2 threads")
+        cpu = (r18_meta or {}).get("cpu") or "an unrecorded CPU"
+        fig.suptitle(f"ResNet-18 tuning curve on {cpu}, {threads} threads")
         fig.tight_layout()
         fig.savefig(OUT / "tuning_curve.png", dpi=110)
     (OUT / "tuning.md").write_text("\n".join(lines))
@@ -429,7 +439,7 @@ def main() -> None:
     DATA.mkdir(parents=True, exist_ok=True)
     if args.what == "side":
         result = run_side(args.side, args.kernels, args.trials, args.seed)
-        Path(args.out).write_text(json.dumps(result))
+        write_result(args.out, result)
     elif args.what == "remeasure":
         remeasure(args.seed)
     elif args.what == "overlap":

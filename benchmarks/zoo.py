@@ -19,12 +19,13 @@ import sys
 import time
 from pathlib import Path
 
+from common import file_meta, meta_lines, write_result
 from rich.console import Console
 
 from transtune import zoo
 from transtune.benchmark import RTOL, benchmark
 from transtune.frontend import from_zoo
-from transtune.targets import get_config, host_info
+from transtune.targets import get_config
 from transtune.tasks import extract_kernels
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "results"
@@ -61,21 +62,23 @@ def write_report(results: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    host = host_info()
-    first = results[0]
+    metas = {r["model"]: file_meta(r) for r in results}
+    threads = "/".join(sorted({str(r["num_threads"]) for r in results}))
+    repeats = "/".join(sorted({str(r["repeat"]) for r in results}))
+    cpus = ", ".join(sorted({(m or {}).get("cpu") or "an unrecorded CPU" for m in metas.values()}))
     lines = [
         "# Model zoo: import, kernels, untuned TVM vs PyTorch vs ONNX Runtime",
         "",
-        f"Written by `benchmarks/zoo.py`. Host: {host.cpu_model} (LLVM cpu `{host.mcpu}`), "
-        f"{host.cores} cores, target configuration `host`, {first['num_threads']} threads for "
+        f"Written by `benchmarks/zoo.py`. Target configuration `host`, {threads} threads for "
         "PyTorch and ONNX Runtime (untuned TVM code has no parallel loops, so it runs on one "
-        "thread whatever the setting). Versions: "
-        + ", ".join(f"{k} {v}" for k, v in first["versions"].items())
-        + f". Batch 1; latency = median of {first['repeat']} repeats after a warm-up (each "
+        "thread whatever the setting). "
+        f"Batch 1; latency = median of {repeats} repeats after a warm-up (each "
         "repeat averages runs for at least 100 ms); the spread is min..max. "
         "*Untuned TVM* is TVM's default build, which applies no schedules (no parallelism, no "
         "vectorization): the starting point that tuning and transfer-tuning improve. "
         f"Numerics: an output matches when max|out - ref| <= {RTOL:g} x max|ref|, ref = PyTorch.",
+        "",
+        *meta_lines(metas),
         "",
         "| model | input | params (M) | GFLOPs | kernels (instances) | classes | untuned TVM ms "
         "| PyTorch ms | ONNX Runtime ms | numerics match (max rel. err) |",
@@ -123,7 +126,7 @@ def write_report(results: list[dict]) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("latency, ms (log)")
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
-    ax.set_title(f"Batch-1 latency on {host.cpu_model}, {first['num_threads']} threads")
+    ax.set_title(f"Batch-1 latency on {cpus}, {threads} threads")
     ax.legend()
     fig.tight_layout()
     fig.savefig(OUT / "zoo.png", dpi=110)
@@ -137,8 +140,8 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # measure one model, in this process
     args = parser.parse_args()
     if args.one:
-        path = OUT / "zoo" / f"{args.one}.json"
-        path.write_text(json.dumps(measure(args.one, args.repeat), indent=1))
+        result = measure(args.one, args.repeat)
+        write_result(OUT / "zoo" / f"{args.one}.json", result, result.get("num_threads"))
         return
     names = args.models.split(",") if args.models else [s.name for s in zoo.list_models()]
     (OUT / "zoo").mkdir(parents=True, exist_ok=True)

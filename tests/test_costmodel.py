@@ -1,5 +1,7 @@
 """Cost models: metric definitions, splits, and every model learning on a real tiny dataset."""
 
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -10,13 +12,14 @@ from transtune.costmodel import (
     TorchCostModel,
     XGBConfig,
     XGBCostModel,
+    create,
     evaluate,
     load,
     load_cost_data,
     network_topk,
 )
 from transtune.costmodel.losses import LOSSES
-from transtune.dataset import collect
+from transtune.dataset import collect, splits
 from transtune.dataset.collection import DatasetKernel
 from transtune.dataset.splits import by_hardware, by_model, by_task, within_task
 from transtune.frontend import from_module
@@ -56,6 +59,33 @@ def test_splits_hold_out_what_they_say():
     assert len(set(workload[test])) == 1 and not set(workload[test]) & set(workload[train])
     train, test = within_task(np.repeat(workload, 5), np.repeat(target, 5), 0.2, seed=0)
     assert len(test) == 6 and len(train) == 24
+
+
+def test_splits_and_cost_models_are_made_by_name():
+    class Data:  # what a split reads of a CostData
+        workload = np.array(["a", "a", "b", "b", "c", "c"], dtype=object)
+        target = np.array(["h", "s", "h", "s", "h", "s"], dtype=object)
+        models = {"a": ["resnet50"], "b": ["resnet18"], "c": ["bert_tiny"]}
+
+    def same(x, y):
+        return all(np.array_equal(a, b) for a, b in zip(x, y, strict=True))
+
+    assert same(splits.make("by-model", Data), by_model(Data.workload, Data.models))
+    assert same(splits.make("by-model", Data, ["resnet18"]), ([0, 1, 4, 5], [2, 3]))
+    assert same(splits.make("by-hardware", Data, ["s"]), by_hardware(Data.target, ["s"]))
+    assert same(splits.make("by-task", Data, seed=1), by_task(Data.workload, 0.2, 1))
+    assert same(splits.make("none", Data), (np.arange(6), np.arange(6)))
+    for name, held in (("by-hardware", None), ("by-kernel", None)):
+        with pytest.raises(ValueError):
+            splits.make(name, Data, held)
+    assert create("xgb", seed=3).config.seed == 3
+    mlp = create("mlp", seed=1, epochs=2, net={"dim": 8})
+    assert (mlp.config.arch, mlp.config.epochs, mlp.config.seed) == ("mlp", 2, 1)
+    assert mlp.config.net == {"dim": 8}
+    assert create("attention").config.epochs == TorchConfig().epochs
+    assert create("ms-mlp", epochs=4).kind == "ms-mlp"
+    with pytest.raises(CostModelError, match="one of xgb, mlp"):
+        create("svm")
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))
@@ -321,9 +351,12 @@ def test_metaschedule_peers_run_on_the_same_data():
     from transtune.costmodel.metaschedule import MetaScheduleMLP, MetaScheduleXGB
 
     data = synthetic_data(groups=6, per_group=12)
+    states = random.getstate(), torch.random.get_rng_state()
     for peer in (MetaScheduleXGB(early_stopping_rounds=5), MetaScheduleMLP(epochs=10)):
         scores = peer.fit(data).score(data)
         assert scores["pca"] > 0.6, (peer.kind, scores)  # random: 0.5
+    # MetaSchedule's trainer seeds the global generators: the caller's are given back.
+    assert random.getstate() == states[0] and torch.equal(torch.random.get_rng_state(), states[1])
     with pytest.raises(ValueError, match=">= 5"):
         MetaScheduleMLP().fit(synthetic_data(groups=4))
 

@@ -239,3 +239,50 @@ def test_a_kill_before_features_are_written_is_repaired_by_a_rerun(kernels, tmp_
     assert dataset_info(out)["programs_without_features"] == 3
     again = collect(str(out), kernels[:1], ["host-1core"], 3, seed=0)
     assert again.records == 0 and dataset_info(out)["programs_without_features"] == 0
+
+
+def test_search_trajectories_are_measured_beside_samples_and_kept_apart(kernels, tmp_path):
+    from transtune.costmodel import load_cost_data
+    from transtune.dataset.programs import TRAJECTORY_BASE
+
+    out = tmp_path / "data"
+    k = max((dk.kernel for dk in kernels), key=lambda k: k.flops)
+    dk = next(d for d in kernels if d.kernel is k)
+    stats = collect(str(out), [dk], CONFIGS, per_kernel=2, seed=0, trajectory=8)
+    assert not stats.interrupted and stats.not_rebuilt == 0
+    rows, report = load_records(out)
+    assert report.summary() == "nothing skipped"
+    searched = {}
+    for r in rows.to_pylist():
+        assert (r["source"] == "trajectory") == (r["sample"] >= TRAJECTORY_BASE), r
+        if r["source"] == "trajectory":
+            searched.setdefault(r["target"], set()).add((r["sample"], r["space"], r["decisions"]))
+    # The search's programs, measured on every configuration (the same ones on each).
+    assert set(searched) == set(IDS) and searched[IDS[0]] == searched[IDS[1]]
+    assert 4 <= len(searched[IDS[0]]) <= 8
+    # Each rebuilds from its stored instruction list (a space of the kernel) and decisions.
+    store = DatasetStore(out)
+    texts = {(s["workload"], s["space"]): s["insts"] for s in store.read("spaces").to_pylist()}
+    postprocs = design_spaces(k.mod, get_config("host").tvm_target())[1]
+    for _, space, decisions in searched[IDS[0]]:
+        assert rebuild(k.mod, texts[k.workload_hash, space], decisions, postprocs) is not None
+    data = load_cost_data(out)
+    assert set(data.source) == {"random", "trajectory"} and len(data) == len(data.source)
+    again = collect(str(out), [dk], CONFIGS, per_kernel=2, seed=0, trajectory=8)
+    assert again.records == 0 and again.kernels_skipped == 1  # resumed: no second search
+
+
+def test_records_from_before_the_source_column_are_random_samples(tmp_path):
+    store = DatasetStore(tmp_path / "ds", create=True)
+    row = {"workload": "w", "sample": 0, "space": 0, "decisions": "[]", "run_secs": [1e-3],
+           "mean_secs": 1e-3, "status": "ok", "error": None, "collected": 0.0}  # fmt: skip
+    folder = tmp_path / "ds" / "records" / "target=cpu-a"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row]), folder / "part-0-old.parquet")  # no column
+    store.write("records", [{**row, "sample": 1, "source": "trajectory"}], "cpu-a")
+    expected = [(0, "random"), (1, "trajectory")]
+    read = store.read("records", ["sample", "source"]).to_pylist()
+    assert sorted((r["sample"], r["source"]) for r in read) == expected
+    assert store.compact() == 2  # the old file merges with the new one, filled in
+    read = store.read("records", ["sample", "source"]).to_pylist()
+    assert sorted((r["sample"], r["source"]) for r in read) == expected

@@ -43,3 +43,21 @@ def test_empty_database_reports_every_kernel_missing(resnet18_small, tmp_path):
     assert len(compiled.missing_records) >= 10
     out = compiled.run(resnet18_small.inputs)[0]
     assert np.isfinite(out).all()
+
+
+def test_compare_times_builds_and_peers_interleaved_with_numerics(tiny_conv):
+    from transtune.benchmark import compare
+    from transtune.frontend import from_module
+    from transtune.targets import get_config
+
+    model = from_module(*tiny_conv, name="tiny")
+    builds = {"nchw": (get_config("host"), None), "nhwc": (get_config("host", "NHWC"), None)}
+    result = compare(model, builds, repeat=2, min_repeat_ms=5)
+    assert [t.runtime for t in result.timings] == ["nchw", "nhwc", "pytorch", "onnxruntime"]
+    for t in result.timings:
+        assert len(t.seconds) == 2 and all(s > 0 for s in t.seconds)
+        assert t.matches in (True, None), t  # every build checked against PyTorch
+    assert result.reference == "pytorch"
+    assert [t.matches for t in result.timings[:2]] == [True, True]
+    with pytest.raises(ValueError, match="same thread count"):
+        compare(model, {"a": builds["nchw"], "b": (get_config("host-1core"), None)})

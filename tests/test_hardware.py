@@ -93,7 +93,7 @@ def test_library_of_schema_1_is_migrated(tmp_path):
         assert record.run_id == f"tune:m:{config.name}" and record.hardware == config.name
         assert lib.curve(f"tune:m:{config.name}") == [(8, 1.0, 2e-3)]
         assert lib.info()["by_target"] == [(config.name, 1)]
-        assert lib.query("SELECT run_id FROM runs") == [(f"tune:m:{config.name}",)]
+        assert lib._query("SELECT run_id FROM runs") == [(f"tune:m:{config.name}",)]
 
 
 def test_dataset_of_format_1_is_migrated(tmp_path):

@@ -100,5 +100,5 @@ def test_ctrl_c_during_tune_stores_nothing_bogus_and_resumes(tmp_path):
     assert stopped == "interrupted" and 0 < int(trials) < 64
     with open_library(url) as lib:
         assert lib.count_records() == int(trials)
-        failed = lib.query(f"SELECT COUNT(*) FROM records WHERE mean_secs >= {FAILED_SECONDS}")
+        failed = lib._query(f"SELECT COUNT(*) FROM records WHERE mean_secs >= {FAILED_SECONDS}")
         assert failed == [(0,)]

@@ -143,10 +143,10 @@ def test_two_processes_writing_at_once_keep_every_record(library_url):
     procs = [subprocess.Popen([sys.executable, "-c", script, f"p{i}"]) for i in range(2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     with open_library(url) as lib:
-        runs = lib.query("SELECT run_id, COUNT(*) FROM records GROUP BY 1 ORDER BY 1")
+        runs = lib._query("SELECT run_id, COUNT(*) FROM records GROUP BY 1 ORDER BY 1")
         assert runs == [("p0", 150), ("p1", 150)]
         if url.startswith("sqlite"):
-            assert lib.query("PRAGMA integrity_check") == [("ok",)]
+            assert lib._query("PRAGMA integrity_check") == [("ok",)]
 
 
 def test_other_tvm_version_is_reported(tmp_path):
@@ -200,6 +200,11 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path, library_ur
         assert b.count_records(bid) == 5 and len(b.curve("tune:m1:host")) == 1
         assert b.merge(a) == (1, 0) and b.merge(b) == (1, 0)  # repeated and self-merge: no-ops
         # Compaction keeps the best records per workload and target, and every curve.
+        assert a.kernel_classes() == {wid: "matmul"}
+        a.snapshot(tmp_path / "copy.db")
+        with open_library(tmp_path / "copy.db", read_only=True) as copy:
+            assert copy.count_records() == a.count_records() == 5
+        assert a.compactable(2) == 3 and a.count_records() == 5  # counting deletes nothing
         assert a.compact(2) == 3 and [r.mean_secs for r in a.records(wid, host)] == [5e-4, 1e-3]
         assert a.kernel_curves("tune:m1:host") == {wid: [(3, 1e-3)]}
         assert a.compact(2) == 0

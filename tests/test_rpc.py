@@ -69,7 +69,7 @@ def test_tuning_survives_a_server_dying_mid_run(tmp_path):
             assert result.stopped == "budget" and result.new_trials == 24
             ok = lib.records(ok_only=True)
             assert lib.count_records() == 24 and len(ok) >= 16  # the other server measured on
-            (params,) = lib.query("SELECT params FROM runs")[0]
+            (params,) = lib._query("SELECT params FROM runs")[0]
             assert json.loads(params)["device"] == device
     with open_library(tmp_path / "lib.db") as again:
         assert again.count_records() == 24

@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
 from transtune.errors import TargetError
@@ -57,3 +61,26 @@ def test_a_layout_is_part_of_the_configuration_and_of_the_record_key():
     assert '"layout":"NHWC"' in target_key(nhwc)
     with pytest.raises(TargetError, match="unknown layout 'NCWH'; known: NCHW, NHWC"):
         get_config("host", "ncwh")
+
+
+def test_importing_changes_no_environment_and_lowering_sizes_tvms_thread_pool():
+    # A fresh process without the variables: importing transtune (and its cost models) sets
+    # nothing; lowering a model sizes TVM's pool to every usable CPU (TVM's own default on
+    # x86 is half of them), unpinned.
+    script = """
+import os
+import torch
+import transtune
+import transtune.costmodel
+assert "TVM_NUM_THREADS" not in os.environ and "TVM_BIND_THREADS" not in os.environ
+from transtune.frontend import from_module
+from transtune.machine import usable_cpus
+model = from_module(torch.nn.Sequential(torch.nn.Linear(8, 8)), (torch.randn(1, 8),))
+transtune.extract_kernels(model.mod, transtune.get_config("host"))
+import tvm
+assert os.environ["TVM_BIND_THREADS"] == "0"
+assert tvm.runtime.num_threads() == usable_cpus(), tvm.runtime.num_threads()
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TVM_")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

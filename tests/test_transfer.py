@@ -125,11 +125,11 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         assert k.measured == {donor_wid: k.best_secs}
         assert k.best_secs < k.untuned_secs
         assert result.estimated_latency < result.untuned_latency
-        records = lib.query(
+        records = lib._query(
             "SELECT provenance, donor, run_id FROM records WHERE provenance = 'transferred'"
         )
         assert records == [("transferred", k.donor, f"transfer:new_mlp:{get_config('host').name}")]
-        (run,) = lib.query("SELECT kind, model, finished FROM runs WHERE run_id LIKE 'transfer%'")
+        (run,) = lib._query("SELECT kind, model, finished FROM runs WHERE run_id LIKE 'transfer%'")
         assert run[:2] == ("transfer", "new_mlp") and run[2] is not None
         compiled = compile_model(new, "host", LibraryDatabase(lib, get_config("host")))
         assert compiled.missing_records == []
@@ -233,7 +233,7 @@ def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):
         (k,) = [k for k in result.kernels if k.kernel.kernel_class.startswith("conv2d")]
         assert k.tried == 0 and k.sampled > 0 and k.stage == "sampled"
         assert k.best_secs < k.untuned_secs and k.donor is None
-        (provenance,) = lib.query("SELECT DISTINCT provenance FROM records")
+        (provenance,) = lib._query("SELECT DISTINCT provenance FROM records")
         assert provenance == ("sampled",)
         compiled = compile_model(model, "host", LibraryDatabase(lib, get_config("host")))
         assert compiled.missing_records == []

@@ -105,11 +105,11 @@ def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert len(seen) >= 16
     with open_library(url) as lib:
-        assert lib.query("PRAGMA integrity_check") == [("ok",)]
+        assert lib._query("PRAGMA integrity_check") == [("ok",)]
         kept = {r.id for r in lib.records()}
         assert set(seen) <= kept
         # The curve counts no trial the library lacks (it is written after the records).
-        assert lib.query("SELECT MAX(trials) FROM curve")[0][0] <= len(kept)
+        assert lib._query("SELECT MAX(trials) FROM curve")[0][0] <= len(kept)
         budget = len(kept) + 8
         result = tune(tiny_mlp(), lib, "host", trials=budget, num_trials_per_iter=8)
         assert result.new_trials == 8
@@ -139,10 +139,13 @@ def test_convergence_rule_reads_the_last_quarter_of_a_kernel_curve():
 def test_tune_until_converged_stops_each_kernel_and_resumes_compacted(tmp_path):
     model = tiny_mlp()
     with open_library(tmp_path / "lib.db") as lib:
+        # A per-kernel cap below the trial budget ends the run, and a rerun resumes from it.
+        plain = tune(model, lib, "host", trials=64, per_kernel=8, num_trials_per_iter=8)
+        assert (plain.stopped, plain.new_trials) == ("budget", 8)
         # Never converges (no improvement is below 0%): the per-kernel cap ends it.
         strict = Convergence(min_trials=8, tail=0.5, tolerance=0.0)
         capped = tune(model, lib, "host", per_kernel=16, num_trials_per_iter=8, until=strict)
-        assert (capped.stopped, capped.new_trials) == ("budget", 16)
+        assert (capped.stopped, capped.new_trials) == ("budget", 8)
         # Always converged once 24 trials are in (no change can reach 100%).
         loose = Convergence(min_trials=24, tail=0.5, tolerance=1.0)
         result = tune(model, lib, "host", per_kernel=64, num_trials_per_iter=8, until=loose)

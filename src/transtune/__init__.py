@@ -11,19 +11,6 @@ The public API (imported lazily, so that ``import transtune`` stays cheap)::
 from __future__ import annotations
 
 import importlib
-import os
-
-# TVM's runtime settings, before anything starts its thread pool (in this process or in the
-# workers it spawns, which inherit the environment):
-# - it pins the calling thread to a core when it sizes the pool, and every thread and process
-#   started afterwards (PyTorch and ONNX Runtime pools, MetaSchedule workers) would inherit that
-#   one-core mask: let the OS schedule TVM's threads instead;
-# - on x86 it assumes hyper-threading and uses half the logical CPUs, one thread on this 2-vCPU
-#   host, and ``runtime.config_threadpool`` cannot raise it later: use every CPU we may run on
-#   (a target configuration with fewer threads lowers it per process).
-os.environ.setdefault("TVM_BIND_THREADS", "0")
-_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-os.environ.setdefault("TVM_NUM_THREADS", str(_cpus or 1))
 
 __version__ = "0.1.0"
 
@@ -39,6 +26,7 @@ _API = {
     "get_config": "targets",
     "host_configs": "targets",
     "host_info": "machine",
+    "configure_threads": "machine",
     "TargetConfig": "targets",
     "compile_model": "compile",
     "CompiledModel": "compile",

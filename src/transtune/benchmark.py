@@ -8,10 +8,11 @@ model given as ONNX); an output matches when ``max|out - ref| <= RTOL * max|ref|
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -154,6 +155,22 @@ def _onnxruntime_runner(model: ImportedModel, num_threads: int, workdir: Path):
     return lambda: session.run(None, feeds)
 
 
+@contextlib.contextmanager
+def _peer_runners(
+    model: ImportedModel, num_threads: int, peers
+) -> Iterator[tuple[dict[str, Callable], str]]:
+    """Runners of ``model`` on the ``peers`` of TVM that are named and available (PyTorch
+    needs the model's module; ONNX Runtime gets it exported to a temporary folder), and which
+    of them is the numerics reference (PyTorch where there is one)."""
+    runners: dict[str, Callable] = {}
+    with tempfile.TemporaryDirectory(prefix="transtune-") as tmp:
+        if "pytorch" in peers and model.torch_module is not None:
+            runners["pytorch"] = _torch_runner(model, num_threads)
+        if "onnxruntime" in peers:
+            runners["onnxruntime"] = _onnxruntime_runner(model, num_threads, Path(tmp))
+        yield runners, "pytorch" if "pytorch" in runners else "onnxruntime"
+
+
 def benchmark(
     model: ImportedModel,
     config: TargetConfig | str | None = None,
@@ -170,13 +187,7 @@ def benchmark(
     if not isinstance(config, TargetConfig):
         config = get_config(config)
     n = config.num_threads
-    runners: dict[str, Callable] = {}
-    with tempfile.TemporaryDirectory(prefix="transtune-") as tmp:
-        if "pytorch" in runtimes and model.torch_module is not None:
-            runners["pytorch"] = _torch_runner(model, n)
-        if "onnxruntime" in runtimes:
-            runners["onnxruntime"] = _onnxruntime_runner(model, n, Path(tmp))
-        reference = "pytorch" if "pytorch" in runners else "onnxruntime"
+    with _peer_runners(model, n, runtimes) as (runners, reference):
         result = BenchResult(model.name, config.name, n, reference)
         compiled = None
         if "tvm" in runtimes:
@@ -213,13 +224,7 @@ def compare(
     n = configs[0].num_threads
     if any(c.num_threads != n for c in configs):
         raise ValueError("compare: every build must run on the same thread count")
-    runners: dict[str, Callable] = {}
-    with tempfile.TemporaryDirectory(prefix="transtune-") as tmp:
-        if "pytorch" in peers and model.torch_module is not None:
-            runners["pytorch"] = _torch_runner(model, n)
-        if "onnxruntime" in peers:
-            runners["onnxruntime"] = _onnxruntime_runner(model, n, Path(tmp))
-        reference = "pytorch" if "pytorch" in runners else "onnxruntime"
+    with _peer_runners(model, n, peers) as (runners, reference):
         result = BenchResult(model.name, configs[0].name, n, reference)
         expected = runners[reference]() if reference in runners else None
         errors: dict[str, float | None] = {}

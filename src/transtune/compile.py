@@ -13,17 +13,23 @@ import numpy as np
 
 from .errors import TranstuneError
 from .frontend import ImportedModel
+from .machine import configure_threads, usable_cpus
 from .targets import TargetConfig, get_config
 from .tasks import preprocess
 
 log = logging.getLogger(__name__)
 
 
-def set_num_threads(num_threads: int) -> None:
-    """Use ``num_threads`` threads in TVM's runtime thread pool (this process)."""
+def set_num_threads(num_threads: int | None = None, session=None) -> None:
+    """Use ``num_threads`` threads (default: every CPU we may run on) in TVM's runtime thread
+    pool: this process's, or that of an RPC ``session``'s server."""
+    if session is not None:
+        session.get_function("runtime.config_threadpool")(1, int(num_threads or 0))
+        return
     import tvm
 
-    tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads))
+    configure_threads()
+    tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads or usable_cpus()))
 
 
 @dataclass

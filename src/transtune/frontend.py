@@ -113,13 +113,19 @@ def export_onnx(imported: ImportedModel, path: str | os.PathLike, dynamo: bool =
         raise ModelImportError(f"{imported.name} has no PyTorch source to export")
     path = Path(path)
     names = [f"input{i}" for i in range(len(imported.inputs))]
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # "torchvision is not installed"
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        kwargs = {"dynamo": True, "verbose": False} if dynamo else {"dynamo": False}
-        torch.onnx.export(
-            imported.torch_module, imported.torch_inputs(), str(path), input_names=names, **kwargs
-        )
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # "torchvision is not installed", for this export only
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kwargs = {"dynamo": True, "verbose": False} if dynamo else {"dynamo": False}
+            torch.onnx.export(
+                imported.torch_module, imported.torch_inputs(), str(path), input_names=names,
+                **kwargs,
+            )  # fmt: skip
+    finally:
+        logger.setLevel(level)
     return path
 
 

@@ -74,13 +74,12 @@ def host_info() -> HostInfo:
 
     cpuinfo = _cpuinfo()
     model_name = cpuinfo.get("model name") or platform.processor() or platform.machine()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     flags = cpuinfo.get("flags") or cpuinfo.get("Features") or ""
     return HostInfo(
         cpu_model=model_name,
         mcpu=llvm_host_cpu(),
         arch=platform.machine(),
-        cores=cores or 1,
+        cores=usable_cpus(),
         isa=frozenset(norm_feature(f) for f in flags.split()),
         vendor=cpuinfo.get("vendor_id") or cpuinfo.get("CPU implementer") or "unknown",
         family=cpuinfo.get("cpu family") or cpuinfo.get("CPU architecture") or "",
@@ -88,6 +87,31 @@ def host_info() -> HostInfo:
         stepping=cpuinfo.get("stepping") or cpuinfo.get("CPU revision") or "",
         caches=cache_sizes(read_local),
     )
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity mask where the OS has one)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cpus or 1
+
+
+def configure_threads(num_threads: int | None = None) -> None:
+    """Size TVM's runtime thread pool before it starts, in this process and the workers it
+    spawns (they inherit the environment): ``TVM_NUM_THREADS`` to ``num_threads`` (default:
+    every CPU this process may run on, unless the variable is set) and ``TVM_BIND_THREADS=0``
+    (unless set). Called where transtune starts TVM work: lowering a model, runner workers,
+    each timed run, the CLI. Call it yourself before running TVM kernels of your own.
+
+    Why: on x86 TVM assumes hyper-threading and uses half the logical CPUs (one thread on a
+    2-vCPU host), and ``runtime.config_threadpool`` can lower that count later but not raise
+    it; and when TVM sizes its pool it pins the calling thread to one core, a mask every
+    thread and process started afterwards inherits (PyTorch, ONNX Runtime, MetaSchedule
+    workers)."""
+    if num_threads is None:
+        os.environ.setdefault("TVM_NUM_THREADS", str(usable_cpus()))
+    else:
+        os.environ["TVM_NUM_THREADS"] = str(int(num_threads))
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
 
 
 def _cpuinfo() -> dict[str, str]:

@@ -160,12 +160,11 @@ def local_runner(
 
 
 def _runner_worker(num_threads: int | None) -> None:
-    """Set up a runner worker: deaf to SIGINT, on ``num_threads`` threads if given."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if num_threads is not None:
-        import tvm
+    """Set up a runner worker: deaf to SIGINT, on ``num_threads`` threads (default: all)."""
+    from .compile import set_num_threads
 
-        tvm.get_global_func("runtime.config_threadpool")(1, int(num_threads))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_num_threads(num_threads)
 
 
 @derived_object
@@ -294,12 +293,8 @@ def measure_peak(config, simd_bits: int, session=None) -> tuple[float, float]:
     from .compile import set_num_threads
 
     target = config.tvm_target()
-    if session is None:
-        set_num_threads(config.num_threads)
-        dev = tvm.cpu()
-    else:
-        session.get_function("runtime.config_threadpool")(1, config.num_threads)
-        dev = session.cpu()
+    set_num_threads(config.num_threads, session)
+    dev = tvm.cpu() if session is None else session.cpu()
 
     def build(out, args, lanes: int, unroll: int = 1):
         sch = Schedule(te.create_prim_func([*args, out]))

@@ -87,8 +87,10 @@ def rpc_runner(
 
 
 def _session(rpc_config, threads: int):
+    from .compile import set_num_threads
+
     session = rpc_config.connect_server()
-    session.get_function("runtime.config_threadpool")(1, threads)
+    set_num_threads(threads, session)
     return session
 
 

@@ -84,8 +84,10 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     import tvm
     from tvm import relax
 
+    from .machine import configure_threads
     from .targets import LAYOUTS
 
+    configure_threads()  # constant folding runs kernels: TVM's pool starts here
     target, layout, prepack = lowering(config)
     passes = relax.transform
     mod = _clip_gathers(mod)

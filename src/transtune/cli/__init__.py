@@ -7,6 +7,7 @@ import logging
 import sys
 
 from ..errors import TranstuneError, error_line
+from ..machine import configure_threads
 from .common import (
     _add_model_args,
     _add_rpc_args,
@@ -119,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--programs-from", metavar="HARDWARE_ID",
                    help="collect: measure the programs of this id's records (another CPU's) "
                    "instead of sampling")  # fmt: skip
+    p.add_argument("--trajectory", type=_positive(), default=0, metavar="TRIALS",
+                   help="collect: also the programs a search of TRIALS trials per kernel "
+                   "visits (MetaSchedule's evolutionary search, online XGBoost)")  # fmt: skip
     p.add_argument("--out", help="collect: dataset directory; export: MetaSchedule work dir")
     p.add_argument("--target", help="export: the configuration to export (default host)")
     p.add_argument("--strategy", default="diversity", help="prune: strategy, or a+b")
@@ -184,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dataset" and args.action != "collect" and not args.dir:
         parser.error(f"dataset {args.action} needs the dataset directory")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    configure_threads()  # before any command starts TVM's thread pool
     try:
         args.func(args)
     except TranstuneError as err:

@@ -61,6 +61,7 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
                 args.out, kernels, args.targets.split(","), args.per_kernel, args.seed, update,
                 rpc=args.rpc, key=args.key,
                 programs_from=hardware_name(args.programs_from) if args.programs_from else None,
+                trajectory=args.trajectory,
             )  # fmt: skip
         console.print(
             f"{stats.records} new records ({stats.failures} failed) for {stats.kernels_done} "
@@ -75,9 +76,7 @@ def _cmd_dataset(args: argparse.Namespace) -> None:
 
 
 def _cmd_costmodel(args: argparse.Namespace) -> None:
-    import numpy as np
-
-    from ..costmodel import TorchConfig, TorchCostModel, XGBConfig, XGBCostModel, load
+    from ..costmodel import create, load
     from ..costmodel import load_cost_data as load_data
     from ..dataset import ReadReport
     from ..dataset import splits as sp
@@ -91,26 +90,15 @@ def _cmd_costmodel(args: argparse.Namespace) -> None:
     data = load_data(args.data, targets, report)
     if not len(data):
         raise TranstuneError(f"{args.data}: no usable records ({report.summary()})")
-    if args.split == "by-model":
-        train, test = sp.by_model(data.workload, data.models, args.hold_out.split(","))
-    elif args.split == "by-hardware":
-        held = [hardware_name(h) for h in args.hold_out.split(",")]
-        train, test = sp.by_hardware(data.target, held)
-        if not len(test):
-            known = ", ".join(sorted(set(data.target)))
-            raise TranstuneError(f"--hold-out names no configuration of {args.data} ({known})")
-    elif args.split == "by-task":
-        train, test = sp.by_task(data.workload, 0.2, args.seed)
-    elif args.split == "within-task":
-        train, test = sp.within_task(data.workload, data.target, 0.2, args.seed)
-    else:
-        train, test = np.arange(len(data)), np.arange(len(data))
+    held = args.hold_out.split(",")
+    if args.split == "by-hardware":
+        held = [hardware_name(h) for h in held]
+    train, test = sp.make(args.split, data, held, seed=args.seed)
+    if args.split == "by-hardware" and not len(test):
+        known = ", ".join(sorted(set(data.target)))
+        raise TranstuneError(f"--hold-out names no configuration of {args.data} ({known})")
     if args.action == "train":
-        model = (
-            XGBCostModel(XGBConfig(seed=args.seed))
-            if args.model == "xgb"
-            else TorchCostModel(TorchConfig(arch=args.model, epochs=args.epochs, seed=args.seed))
-        )
+        model = create(args.model, seed=args.seed, epochs=args.epochs)
         with _progress() as progress:
             what = f"training {args.model} on {len(train)} records"
             if args.model == "xgb":

@@ -8,6 +8,7 @@ from .models import (
     TorchCostModel,
     XGBConfig,
     XGBCostModel,
+    create,
     load,
 )
 
@@ -18,6 +19,7 @@ __all__ = [
     "TorchCostModel",
     "XGBConfig",
     "XGBCostModel",
+    "create",
     "evaluate",
     "load",
     "load_cost_data",

@@ -5,7 +5,8 @@ per-store program features (a variable number of 164-dim rows), its schedule-pri
 (:mod:`transtune.features.trace`, a variable number), the configuration's hardware descriptor
 vector, and workload features (log2 FLOPs, kernel class id). The label follows
 TenSet: within each group (one kernel on one configuration) the normalized throughput
-``best latency in the group / latency``, in (0, 1], 1 for the group's fastest schedule.
+``best latency in the group / latency``, in (0, 1], 1 for the group's fastest schedule
+(random samples and search-trajectory programs alike; ``source`` tells them apart).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class CostData:
     token_kind: np.ndarray | None = None  # (total tokens,) int64
     token_values: np.ndarray | None = None  # (total tokens, TRACE_DIM) float32
     token_offsets: np.ndarray | None = None  # (n + 1,) int64
+    source: np.ndarray | None = None  # (n,) object: "random" sample or search "trajectory"
 
     def __len__(self) -> int:
         return len(self.latency)
@@ -67,6 +69,7 @@ class CostData:
             self.label[index], self.group[index], self.workload[index], self.target[index],
             self.models, self.weights, self.classes,
             None if self.sample is None else self.sample[index], **tokens,
+            source=None if self.source is None else self.source[index],
         )  # fmt: skip
 
     def segments(self, index: np.ndarray) -> list[np.ndarray]:
@@ -99,7 +102,7 @@ def load_cost_data(
     store = DatasetStore(path)
     report = report if report is not None else ReadReport()
     records = store.read(
-        "records", ["workload", "sample", "space", "decisions", "mean_secs", "status"],
+        "records", ["workload", "sample", "space", "decisions", "mean_secs", "status", "source"],
         report=report,
     )  # fmt: skip
     records = records.filter(pc.equal(records["status"], "ok"))
@@ -168,6 +171,7 @@ def load_cost_data(
         classes=classes,
         sample=np.asarray(rows["sample"], dtype=np.int64)[keep],
         **token_arrays(kinds, token_values),
+        source=np.asarray(rows["source"], dtype=object)[keep],
     )
 
 

@@ -167,7 +167,8 @@ class MetaScheduleMLP(_Base):
         from tvm.s_tir.meta_schedule.cost_model import mlp_model
 
         self.seed = seed
-        state = mlp_model.State(mlp_model.SegmentSumMLPConfig(input_dim=164))
+        with _seeded(seed):  # the network's initial weights
+            state = mlp_model.State(mlp_model.SegmentSumMLPConfig(input_dim=164))
         config = mlp_model.TrainerConfig()
         if epochs is not None:  # default: MetaSchedule's (50)
             config = config._replace(num_epoch_full=epochs)
@@ -175,10 +176,6 @@ class MetaScheduleMLP(_Base):
         self.config = None
 
     def fit(self, data: CostData, index=None) -> MetaScheduleMLP:
-        import random
-
-        import torch
-
         rows = self._rows(data, index)
         if len(np.unique(data.group[rows])) < 5:
             raise ValueError("MetaSchedule's MLPModel holds out 20% of the groups: give it >= 5")
@@ -187,14 +184,30 @@ class MetaScheduleMLP(_Base):
             self.trainer.state.add_to_group(
                 data.segments(members), data.latency[members].astype("float32"), str(g)
             )
-        random.seed(self.seed)
-        torch.manual_seed(self.seed)
-        with _step_lr_without_verbose():
+        with _seeded(self.seed), _step_lr_without_verbose():
             self.trainer.train_full()
         return self
 
     def predict(self, data: CostData, index=None) -> np.ndarray:
         return self.trainer.predict_incremental(data.segments(self._rows(data, index)))
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """Python's and torch's global generators seeded with ``seed`` inside, the caller's states
+    given back after (MetaSchedule's MLP draws from both)."""
+    import random
+
+    import torch
+
+    state = random.getstate()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            random.seed(seed)
+            torch.manual_seed(seed)
+            yield
+    finally:
+        random.setstate(state)
 
 
 @contextlib.contextmanager

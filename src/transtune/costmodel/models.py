@@ -231,6 +231,26 @@ def _hold_out_kernels(data: CostData, rows: np.ndarray, share: float, seed: int)
 
 
 KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel}
+NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp")
+
+
+def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _Base:
+    """A new, untrained cost model by name (as TVM's ``CostModel.create``): ``xgb``, ``mlp``
+    or ``attention`` (ours; ``options`` are :class:`XGBConfig` or :class:`TorchConfig`
+    fields, e.g. ``net={"trace": False}``), ``ms-xgb`` or ``ms-mlp`` (MetaSchedule's own, as
+    peers; they import TVM). ``epochs``: of the torch models (None: their default)."""
+    torch_epochs = {} if epochs is None else {"epochs": epochs}
+    if name == "xgb":
+        return XGBCostModel(XGBConfig(seed=seed, **options))
+    if name in ("mlp", "attention"):
+        return TorchCostModel(TorchConfig(arch=name, seed=seed, **torch_epochs, **options))
+    if name in ("ms-xgb", "ms-mlp"):
+        from .metaschedule import MetaScheduleMLP, MetaScheduleXGB
+
+        if name == "ms-xgb":
+            return MetaScheduleXGB(**options)
+        return MetaScheduleMLP(seed=seed, epochs=epochs)
+    raise CostModelError(f"unknown cost model {name!r} (one of {', '.join(NAMES)})")
 
 
 def load(path: str | Path) -> XGBCostModel | TorchCostModel:

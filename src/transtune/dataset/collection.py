@@ -14,6 +14,14 @@ latency on both CPUs (``transtune dataset collect --programs-from epyc-znver4-2c
 what the directory holds; resuming with another seed, evaluator or sampling target (which
 would pair one program's features with another's latencies) is refused, and so is measuring
 under a hardware id that the dataset holds for another CPU.
+
+With ``trajectory`` (N), each kernel also gets the N programs that MetaSchedule's evolutionary
+search visits on it (its XGBoost cost model learning online from their measurements, on the
+first configuration): the distribution a cost model ranks inside a search, beside the random
+samples. They are measured like the samples, on every configuration, and kept apart by the
+records' ``source`` column (``trajectory``; sample indices from :data:`TRAJECTORY_BASE` on).
+The search simplifies its design spaces' traces, so their instruction lists are stored as
+further spaces of the kernel.
 """
 
 from __future__ import annotations
@@ -27,10 +35,24 @@ from dataclasses import dataclass, field
 
 from ..hardware import describe
 from ..measure import DATASET_EVALUATOR as EVALUATOR
-from ..measure import load_cpu_tensor_intrinsics, local_runner, measure_on, warm_builder
-from ..schedules import Sample, design_spaces, kernel_seed, rebuild, sample
+from ..measure import (
+    SyncRunner,
+    load_cpu_tensor_intrinsics,
+    local_runner,
+    measure_on,
+    warm_builder,
+)
+from ..schedules import design_spaces, kernel_seed, sample
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, workload_json
+from .programs import (
+    TRAJECTORY_BASE,
+    programs,
+    rebuilt,
+    space_texts,
+    stored_programs,
+    trajectory_of,
+)
 from .store import DatasetError, DatasetStore
 
 
@@ -87,11 +109,13 @@ def collect(
     rpc: str | None = None,
     key: str | None = None,
     programs_from: str | None = None,
+    trajectory: int = 0,
 ) -> CollectStats:
     """Sample and measure ``per_kernel`` schedules of every kernel on every configuration:
     here, or on every RPC server with ``key`` at the tracker ``rpc`` (``HOST:PORT``), whose
     device is then described (and measured) through an RPC session. ``programs_from``: measure
-    the programs of that hardware id's records instead of sampling (see the module doc)."""
+    the programs of that hardware id's records instead of sampling; ``trajectory``: also the
+    programs of a search of that many trials per kernel (see the module doc)."""
     load_cpu_tensor_intrinsics()
     cfgs = [get_config(c) for c in configs]
     twice = sorted({c.name for c in cfgs if [d.name for d in cfgs].count(c.name) > 1})
@@ -103,9 +127,12 @@ def collect(
         meta={"evaluator": _evaluator_json(), "sampling": sampling, "created": time.time()},
     )  # fmt: skip
     _check_resume(store, None if programs_from else sampling)
-    stored = _stored_programs(store, programs_from) if programs_from else None
+    stored = stored_programs(store, programs_from) if programs_from else None
     part = _describe_new(store, cfgs, rpc, key)
     done = _done(store)
+    searched = part[cfgs[0].name]  # the partition whose trajectories are the kernels' own
+    visited = programs(store, searched, "trajectory") if trajectory and stored is None else {}
+    texts = space_texts(store) if trajectory and stored is None else {}
     have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
     _write_occurrences(store, kernels)
     feats = store.read("features", ["workload", "sample"]).to_pydict()
@@ -114,6 +141,8 @@ def collect(
     for c in cfgs:
         groups.setdefault(_build_key(c), []).append(c)
     runners = {c.name: _runner(c, rpc, key) for c in cfgs}
+    first = runners[cfgs[0].name]  # the trajectories' search measures on it, synchronously here
+    search_runner = SyncRunner(first) if rpc is None else first
     stats = CollectStats()
     start = time.perf_counter()
     # Ctrl-C stops after the kernel being measured (an interrupt inside TVM's builder would
@@ -128,14 +157,13 @@ def collect(
                     stats.interrupted = True
                     break
                 k = dk.kernel
-                missing = {
-                    c.name: per_kernel - len(done.get((k.workload_hash, part[c.name]), ()))
-                    for c in cfgs
-                }  # fmt: skip
-                measured = set().union(*(done.get((k.workload_hash, part[c.name]), set())
-                                         for c in cfgs))  # fmt: skip
-                featured = all((k.workload_hash, s) in have_features for s in measured)
-                if max(missing.values()) <= 0 and featured:
+                held = [done.get((k.workload_hash, part[c.name]), set()) for c in cfgs]
+                missing = max(per_kernel - sum(i < TRAJECTORY_BASE for i in h) for h in held)
+                if trajectory and stored is None:  # a search to run, or its programs to measure
+                    found = {i for i, _, _ in visited.get(k.workload_hash, ())}
+                    missing += not found or any(found - h for h in held)
+                featured = all((k.workload_hash, s) in have_features for s in set().union(*held))
+                if missing <= 0 and featured:
                     stats.kernels_skipped += 1
                     continue
                 spaces, postprocs = design_spaces(k.mod, cfgs[0].tvm_target())
@@ -148,8 +176,18 @@ def collect(
                 if stored is None:
                     seed_k = kernel_seed(k.workload_hash, seed)
                     samples = sample(k.mod, spaces, postprocs, per_kernel, seed_k)
+                    if trajectory:
+                        found = trajectory_of(store, k, cfgs[0], trajectory, seed_k, builder,
+                                              search_runner, visited, texts)  # fmt: skip
+                        if found is None:  # interrupted inside the search
+                            stats.interrupted = True
+                            break
+                        more, failed = rebuilt(k, (visited, texts), postprocs, 0, trajectory)
+                        samples += more
+                        stats.not_rebuilt += failed
                 else:
-                    samples = _rebuilt(k, stored, postprocs, per_kernel, stats)
+                    samples, failed = rebuilt(k, stored, postprocs, per_kernel, trajectory)
+                    stats.not_rebuilt += failed
                 for group in groups.values():
                     have = {c.name: done.get((k.workload_hash, part[c.name]), set()) for c in group}
                     todo = [s for s in samples if any(s.index not in h for h in have.values())]
@@ -171,35 +209,6 @@ def collect(
     return stats
 
 
-def _stored_programs(store: DatasetStore, source: str) -> tuple[dict, dict]:
-    """({workload: [(sample, space, decisions)] by sample}, {(workload, space): instructions})
-    of the records measured on hardware id ``source``."""
-    if source not in store.targets():
-        raise DatasetError(f"{store.path} holds no records of {source!r} to take programs from")
-    table = store.read("records", ["workload", "sample", "space", "decisions"], source)
-    programs: dict[str, dict[int, tuple]] = {}
-    columns = [table[c].to_pylist() for c in ("workload", "sample", "space", "decisions")]
-    for w, s, space, d in zip(*columns, strict=True):
-        programs.setdefault(w, {})[s] = (s, space, d)
-    spaces = store.read("spaces").to_pydict()
-    insts = {(w, i): t for w, i, t in zip(*spaces.values(), strict=True)}
-    return {w: [p[s] for s in sorted(p)] for w, p in programs.items()}, insts
-
-
-def _rebuilt(kernel, stored, postprocs, per_kernel: int, stats: CollectStats) -> list[Sample]:
-    """The first ``per_kernel`` stored programs of ``kernel``, rebuilt for this target."""
-    programs, insts = stored
-    out = []
-    for index, space, decisions in programs[kernel.workload_hash][:per_kernel]:
-        text = insts.get((kernel.workload_hash, space))
-        sch = rebuild(kernel.mod, text, decisions, postprocs) if text else None
-        if sch is None:
-            stats.not_rebuilt += 1
-            continue
-        out.append(Sample(index, space, decisions, sch))
-    return out
-
-
 def _measure_group(store, kernel, todo, group, builder, runners, stats, have, part) -> None:
     """Build ``todo`` once for the group's configurations, time each on those that lack it."""
     target = group[0].tvm_target()
@@ -218,6 +227,7 @@ def _measure_group(store, kernel, todo, group, builder, runners, stats, have, pa
                 "workload": kernel.workload_hash, "sample": s.index, "space": s.space,
                 "decisions": s.decisions, "run_secs": m.run_secs, "mean_secs": m.seconds,
                 "status": m.status, "error": m.error, "collected": now,
+                "source": "trajectory" if s.index >= TRAJECTORY_BASE else "random",
             })  # fmt: skip
             stats.records += 1
             stats.failures += m.status != "ok"

@@ -26,7 +26,9 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
     store = DatasetStore(path)
     report = ReadReport()
     records = store.read(
-        "records", ["workload", "sample", "run_secs", "status", "collected"], report=report
+        "records",
+        ["workload", "sample", "run_secs", "status", "collected", "source"],
+        report=report,
     )
     feats = store.read("features", ["workload", "sample"], report=report).to_pydict()
     featured = set(zip(feats["workload"], feats["sample"], strict=True))
@@ -56,6 +58,9 @@ def dataset_info(path: str | Path) -> dict[str, Any]:
         "ok_records": len(ok),
         "by_status": {
             row["values"]: row["counts"] for row in pc.value_counts(records["status"]).to_pylist()
+        },
+        "by_source": {
+            row["values"]: row["counts"] for row in pc.value_counts(records["source"]).to_pylist()
         },
         "kernels": len(pc.unique(records["workload"])) if len(records) else 0,
         "classes": len(pc.unique(workloads["kernel_class"])) if len(workloads) else 0,

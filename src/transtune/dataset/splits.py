@@ -9,6 +9,8 @@ Each takes the per-record ``workload`` and ``target`` arrays (plus what it needs
 - ``by_model``: every kernel that occurs in the held-out networks is held out (TenSet holds
   out ResNet-50, MobileNetV2, ResNeXt-50, BERT-tiny and BERT-base);
 - ``by_hardware``: every record of the held-out configurations is held out.
+
+:func:`make` picks one by name (as the CLI and the benchmarks name them).
 """
 
 from __future__ import annotations
@@ -44,6 +46,32 @@ def by_model(workload, models: dict[str, list[str]], held_out=TENSET_HELD_OUT):
 
 def by_hardware(target, held_out: list[str]):
     return _split(np.isin(np.asarray(target, dtype=object), list(held_out)))
+
+
+NAMES = ("within-task", "by-task", "by-model", "by-hardware", "none")
+
+
+def make(name: str, data, held_out=None, test_share: float = 0.2, seed: int = 0):
+    """(train, test) indices of the records of ``data`` (a ``CostData``, or anything with its
+    ``workload``, ``target`` and ``models``) by split name; ``held_out``: the models
+    (``by-model``, default TenSet's) or configuration names (``by-hardware``) held out;
+    ``none``: train and test on everything."""
+    if name == "within-task":
+        return within_task(data.workload, data.target, test_share, seed)
+    if name == "by-task":
+        return by_task(data.workload, test_share, seed)
+    if name == "by-model":
+        return by_model(
+            data.workload, data.models, TENSET_HELD_OUT if held_out is None else held_out
+        )
+    if name == "by-hardware":
+        if not held_out:
+            raise ValueError("the by-hardware split needs the configurations it holds out")
+        return by_hardware(data.target, held_out)
+    if name == "none":
+        everything = np.arange(len(data.workload))
+        return everything, everything
+    raise ValueError(f"unknown split {name!r} (one of {', '.join(NAMES)})")
 
 
 def _split(test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,6 +39,10 @@ from ..files import replace_durably, write_text_atomic
 REPLACES = b"transtune.replaces"  # Parquet metadata key: the part files a compacted file holds
 FORMAT_VERSION = 2  # 2: partitions and descriptors keyed by hardware id, with fingerprints
 STATUSES = ("ok", "build_error", "run_error", "timeout", "rejected")
+# Where a record's program came from: sampled at random from the kernel's design space, or
+# visited by MetaSchedule's evolutionary search (its cost model learning online). Files
+# written before the column existed hold random samples only.
+SOURCES = ("random", "trajectory")
 
 SCHEMAS = {
     "hardware": pa.schema(
@@ -60,7 +64,7 @@ SCHEMAS = {
         [("workload", pa.string()), ("sample", pa.int32()), ("space", pa.int16()),
          ("decisions", pa.string()), ("run_secs", pa.list_(pa.float32())),
          ("mean_secs", pa.float32()), ("status", pa.string()), ("error", pa.string()),
-         ("collected", pa.float64())]
+         ("collected", pa.float64()), ("source", pa.string())]
     ),
     "features": pa.schema(
         [("workload", pa.string()), ("sample", pa.int32()), ("n_stores", pa.int32()),
@@ -162,7 +166,7 @@ class DatasetStore:
         pieces = []
         for path in self.files(table, target):
             try:  # a value that does not fit its column's type skips the file, not wraps
-                piece = pq.read_table(path, columns=wanted)
+                piece = _read_part(path, table, wanted)
                 piece = piece.cast(pa.schema([schema.field(c) for c in wanted]), safe=True)
             except Exception as err:  # ArrowInvalid, OSError, missing columns, overflow ...
                 report.skipped_files.append((str(path), str(err).splitlines()[0][:120]))
@@ -227,7 +231,7 @@ class DatasetStore:
         with self._lock():
             for folder in folders:
                 table = folder.parent.name if folder.name.startswith("target=") else folder.name
-                removed += _compact_folder(folder, SCHEMAS[table])
+                removed += _compact_folder(folder, table)
         return removed
 
     @contextmanager
@@ -243,7 +247,8 @@ class DatasetStore:
 STALE_TMP_SECONDS = 3600  # a part's temporary file this old was left by a killed writer
 
 
-def _compact_folder(folder: Path, schema: pa.Schema) -> int:
+def _compact_folder(folder: Path, table: str) -> int:
+    schema = SCHEMAS[table]
     for tmp in folder.glob("part-*.tmp"):
         try:
             if time.time() - tmp.stat().st_mtime > STALE_TMP_SECONDS:
@@ -256,7 +261,7 @@ def _compact_folder(folder: Path, schema: pa.Schema) -> int:
     readable = []
     for p in sorted(live):
         try:
-            readable.append((p, pq.read_table(p).select(schema.names).cast(schema)))
+            readable.append((p, _read_part(p, table, schema.names).cast(schema)))
         except Exception:
             continue  # left in place, reported by read()
     if len(readable) > 1:
@@ -289,6 +294,20 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     pq.write_table(table, tmp, compression="zstd")
     replace_durably(tmp, path)
+
+
+def _read_part(path: Path, table: str, columns: list[str]) -> pa.Table:
+    """``columns`` of one part file; a record file from before the ``source`` column holds
+    random samples (and so does a row whose ``source`` is null)."""
+    if table != "records" or "source" not in columns:
+        return pq.read_table(path, columns=columns)
+    if "source" not in pq.read_schema(path).names:
+        piece = pq.read_table(path, columns=[c for c in columns if c != "source"])
+        piece = piece.append_column("source", pa.array(["random"] * len(piece), pa.string()))
+        return piece.select(columns)
+    piece = pq.read_table(path, columns=columns)
+    at = piece.column_names.index("source")
+    return piece.set_column(at, "source", pc.fill_null(piece["source"], "random"))
 
 
 def _valid_records(table: pa.Table, report: ReadReport) -> pa.Table:

@@ -5,10 +5,17 @@ prints."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from .backend import LibraryError, SQLite
 from .schema import FAILED_SECONDS, INSERT_NEW, SCHEMA_VERSION
+
+# Ids of the records beyond the best ``?`` per workload and target (what compaction deletes).
+_BEYOND = (
+    "SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY workload_id, target_id "
+    "ORDER BY mean_secs, id) AS n FROM records) ranked WHERE n > ?"
+)
 
 
 class Maintenance:
@@ -23,7 +30,7 @@ class Maintenance:
         for wid, mod, kernel_class, flops in other.workloads():
             ids[wid] = self.add_workload(mod, kernel_class, flops)
         rank = "ROW_NUMBER() OVER (PARTITION BY r.workload_id, t.id ORDER BY r.mean_secs, r.id)"
-        rows = other.query(
+        rows = other._query(
             f"SELECT * FROM (SELECT r.id, r.workload_id, t.key, t.name, r.trace, r.args_info, "
             f"r.run_secs, r.mean_secs, r.provenance, r.donor, r.run_id, r.tvm_version, "
             f"r.created, {rank} AS n FROM records r JOIN targets t ON t.id = r.target_id"
@@ -39,26 +46,26 @@ class Maintenance:
             problem = trace_problem(json.loads(trace))
             if problem is not None:
                 raise LibraryError(f"{other.path}: record {rid}: {problem}; nothing merged")
-        prints = dict(other.query("SELECT key, fingerprint FROM targets"))
+        prints = dict(other._query("SELECT key, fingerprint FROM targets"))
         targets = {key: self._target_id(key, name, prints.get(key)) for _, _, key, name, *_ in rows}
         with self.transaction() as cur:
             cur.executemany(
                 "INSERT OR REPLACE INTO workload_models VALUES (?, ?, ?, ?)",
-                [(ids[w], *rest) for w, *rest in other.query("SELECT * FROM workload_models")],
+                [(ids[w], *rest) for w, *rest in other._query("SELECT * FROM workload_models")],
             )
             cur.executemany(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                other.query("SELECT * FROM runs"),
+                other._query("SELECT * FROM runs"),
             )
-            for (run_id,) in other.query("SELECT run_id FROM runs"):
+            for (run_id,) in other._query("SELECT run_id FROM runs"):
                 if not cur.execute("SELECT 1 FROM curve WHERE run_id = ?", (run_id,)).fetchone():
                     cur.executemany(
                         "INSERT INTO curve VALUES (?, ?, ?, ?)",
-                        other.query("SELECT * FROM curve WHERE run_id = ?", (run_id,)),
+                        other._query("SELECT * FROM curve WHERE run_id = ?", (run_id,)),
                     )
                     cur.executemany(
                         "INSERT INTO kernel_curve VALUES (?, ?, ?, ?)",
-                        [(run_id, ids[w], t, b) for w, t, b in other.query(
+                        [(run_id, ids[w], t, b) for w, t, b in other._query(
                             "SELECT workload_id, trials, best FROM kernel_curve WHERE run_id = ?",
                             (run_id,)) if w in ids],
                     )  # fmt: skip
@@ -73,20 +80,25 @@ class Maintenance:
         stay); returns how many were deleted. Shipped libraries are kept this small. A SQLite
         file is vacuumed after."""
         with self.transaction() as cur:
-            deleted = cur.execute(
-                "DELETE FROM records WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER "
-                "(PARTITION BY workload_id, target_id ORDER BY mean_secs, id) AS n FROM records) "
-                "ranked WHERE n > ?)",
-                (top_k,),
-            ).rowcount
+            deleted = cur.execute(f"DELETE FROM records WHERE id IN ({_BEYOND})", (top_k,)).rowcount
         if isinstance(self._backend, SQLite):
-            self.query("VACUUM")
-            self.query("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._query("VACUUM")
+            self._query("PRAGMA wal_checkpoint(TRUNCATE)")
         return deleted
+
+    def compactable(self, top_k: int) -> int:
+        """How many records ``compact(top_k)`` would delete."""
+        return self._query(f"SELECT COUNT(*) FROM ({_BEYOND}) beyond", (top_k,))[0][0]
+
+    def snapshot(self, path: str | Path) -> None:
+        """Write a consistent copy of this SQLite library to the new file ``path``."""
+        if not isinstance(self._backend, SQLite):
+            raise LibraryError("a snapshot is written of a SQLite library only")
+        self._query("VACUUM INTO ?", (str(path),))
 
     def summary(self) -> list[tuple]:
         """Per workload and target: id, class, models, target, record count, best ms, how."""
-        rows = self.query(
+        rows = self._query(
             "SELECT w.id, w.kernel_class, "
             "(SELECT GROUP_CONCAT(model) FROM workload_models m WHERE m.workload_id = w.id), "
             "COALESCE(t.name, t.key), COUNT(*), 1e3 * MIN(r.mean_secs), "
@@ -99,7 +111,7 @@ class Maintenance:
 
     def info(self) -> dict[str, Any]:
         """Counts for ``transtune library info``."""
-        q = self.query
+        q = self._query
         return {
             "path": str(self.path),
             "schema_version": SCHEMA_VERSION,

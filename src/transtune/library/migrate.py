@@ -29,7 +29,7 @@ def migrate_library(url: str | Path, cpu: dict) -> dict[str, str]:
     lib._connect(url, 60.0)
     try:
         try:
-            (version,) = lib.query("SELECT version FROM schema_version")[0]
+            (version,) = lib._query("SELECT version FROM schema_version")[0]
         except (IndexError, *lib._backend.errors):
             raise LibraryError(f"{lib.path} is not a transtune library") from None
         if version == SCHEMA_VERSION:

@@ -1,6 +1,6 @@
 """Records of the schedule library: the :class:`Record` row, the target key that files a
 record under its target, hardware id and layout, and the record queries of
-:class:`~transtune.library.Library` (a mixin, over its ``query`` and ``transaction``)."""
+:class:`~transtune.library.Library` (a mixin, over its ``_query`` and ``transaction``)."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ class RecordStore:
             sql += f" LIMIT {int(top_k)}"
         return self._decoded(
             (rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv)
-            for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self.query(sql, params)
+            for rid, wid, key, tr, ai, rs, ms_, pv, dn, run, tv in self._query(sql, params)
         )
 
     def _decoded(self, rows) -> list[Record]:
@@ -210,7 +210,7 @@ class RecordStore:
         its best record) on ``target``, fastest first. Only successful measurements count."""
         key = target if isinstance(target, str) else target_key(target)
         where, params = ("w.kernel_class = ? AND ", (kernel_class,)) if kernel_class else ("", ())
-        rows = self.query(
+        rows = self._query(
             "SELECT w.id, COALESCE(w.flops, 0), "
             "(SELECT GROUP_CONCAT(model) FROM workload_models m WHERE m.workload_id = w.id), "
             "r.id, r.trace, r.args_info, r.run_secs, r.mean_secs, r.provenance, r.donor, "
@@ -231,12 +231,12 @@ class RecordStore:
 
     def target_keys(self) -> list[str]:
         """The keys of every target the library holds records for (or held)."""
-        return [key for (key,) in self.query("SELECT key FROM targets ORDER BY id")]
+        return [key for (key,) in self._query("SELECT key FROM targets ORDER BY id")]
 
     def count_records(self, workload_id: int | None = None, target: Any = None) -> int:
         where, params = _record_filter(workload_id, target)
         sql = "SELECT COUNT(*) FROM records r JOIN targets t ON t.id = r.target_id" + where
-        return self.query(sql, params)[0][0]
+        return self._query(sql, params)[0][0]
 
 
 def _record_filter(

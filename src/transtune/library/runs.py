@@ -1,6 +1,6 @@
 """Runs of a schedule library: what each tuning or transfer session was, its curves, which
 process is running it, and the library's meta values. Mixed into
-:class:`~transtune.library.store.Library`, whose ``transaction`` and ``query`` it uses."""
+:class:`~transtune.library.store.Library`, whose ``transaction`` and ``_query`` it uses."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class RunLog:
 
     def get_meta(self, key: str) -> str | None:
         """A value kept with the library (``set_meta``), or None."""
-        rows = self.query("SELECT value FROM meta WHERE key = ?", (key,))
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
@@ -94,7 +94,7 @@ class RunLog:
     def kernel_curves(self, run_id: str) -> dict[int, list[tuple[int, float]]]:
         """Per workload, the (trials, best seconds) points a run recorded, in order."""
         out: dict[int, list[tuple[int, float]]] = {}
-        for wid, trials, best in self.query(
+        for wid, trials, best in self._query(
             "SELECT workload_id, trials, best FROM kernel_curve WHERE run_id = ? ORDER BY trials",
             (run_id,),
         ):
@@ -103,7 +103,7 @@ class RunLog:
 
     def tune_run(self, model: str) -> str | None:
         """The id of ``model``'s (first) tuning run in this library, or None."""
-        rows = self.query(
+        rows = self._query(
             "SELECT run_id FROM runs WHERE kind = 'tune' AND model = ? ORDER BY started", (model,)
         )
         return rows[0][0] if rows else None
@@ -111,11 +111,11 @@ class RunLog:
     def model_weights(self, model: str) -> dict[int, int]:
         """Workload id -> weight (occurrences) of every kernel of ``model``."""
         sql = "SELECT workload_id, weight FROM workload_models WHERE model = ?"
-        return dict(self.query(sql, (model,)))
+        return dict(self._query(sql, (model,)))
 
     def curve(self, run_id: str) -> list[tuple[int, float, float]]:
         """(trials, seconds, estimated latency) points of a run, in order."""
-        return self.query(
+        return self._query(
             "SELECT trials, seconds, latency FROM curve WHERE run_id = ? ORDER BY seconds",
             (run_id,),
         )

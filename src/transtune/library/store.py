@@ -42,7 +42,7 @@ class Library(RunLog, RecordStore, Maintenance):
         where = self.path
         try:
             if read_only:
-                row = self.query("SELECT version FROM schema_version")[:1] or [None]
+                row = self._query("SELECT version FROM schema_version")[:1] or [None]
                 row = row[0]
             else:
                 with self.transaction() as cur:
@@ -122,7 +122,8 @@ class Library(RunLog, RecordStore, Maintenance):
         except self._backend.errors:
             pass  # no transaction was open
 
-    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+    def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """Raw SQL, for this package's mixins (everyone else calls a named query)."""
         return self._conn.execute(self._backend.sql(sql), params).fetchall()
 
     def close(self) -> None:
@@ -136,11 +137,11 @@ class Library(RunLog, RecordStore, Maintenance):
 
     @property
     def tvm_version(self) -> str:
-        return self.query("SELECT value FROM meta WHERE key = 'tvm_version'")[0][0]
+        return self._query("SELECT value FROM meta WHERE key = 'tvm_version'")[0][0]
 
     def foreign_versions(self) -> dict[str, int]:
         """Record counts by TVM version, for versions other than the installed one."""
-        rows = self.query(
+        rows = self._query(
             "SELECT tvm_version, COUNT(*) FROM records WHERE tvm_version != ? GROUP BY 1",
             (_tvm_version(),),
         )
@@ -154,7 +155,7 @@ class Library(RunLog, RecordStore, Maintenance):
 
     def _match(self, shash: str, mod) -> int | None:
         if shash not in self._workloads:
-            rows = self.query("SELECT id, mod_json FROM workloads WHERE shash = ?", (shash,))
+            rows = self._query("SELECT id, mod_json FROM workloads WHERE shash = ?", (shash,))
             self._workloads[shash] = [(wid, _decode_mod(blob)) for wid, blob in rows]
         for wid, stored in self._workloads[shash]:
             if same_kernel(stored, mod):
@@ -205,12 +206,16 @@ class Library(RunLog, RecordStore, Maintenance):
         return wid
 
     def workload_mod(self, workload_id: int):
-        (blob,) = self.query("SELECT mod_json FROM workloads WHERE id = ?", (workload_id,))[0]
+        (blob,) = self._query("SELECT mod_json FROM workloads WHERE id = ?", (workload_id,))[0]
         return _decode_mod(blob)
+
+    def kernel_classes(self) -> dict[int, str | None]:
+        """Kernel class of every stored workload, by id (None: imported without a class)."""
+        return dict(self._query("SELECT id, kernel_class FROM workloads"))
 
     def workloads(self) -> Iterator[tuple[int, Any, str | None, float | None]]:
         """(id, kernel module, class, FLOPs) of every stored workload."""
-        for wid, blob, kernel_class, flops in self.query(
+        for wid, blob, kernel_class, flops in self._query(
             "SELECT id, mod_json, kernel_class, flops FROM workloads"
         ):
             yield wid, _decode_mod(blob), kernel_class, flops

@@ -138,7 +138,7 @@ class AnchorDonors:
 
     def __init__(self, library: Library, key: str, model: str) -> None:
         self.by_anchor: dict[str, list[tuple[str | None, Candidate]]] = {}
-        classes = dict(library.query("SELECT id, kernel_class FROM workloads"))
+        classes = library.kernel_classes()
         for wid, flops, models, record in library.best_by_class(None, key):
             names = [m for m in models.split(",") if m]
             donors = tuple(m for m in names if m != model) if names else ("imported",)
