@@ -279,9 +279,10 @@ def json_size(out: Path, target: str = "host", limit: int = 2000) -> None:
     from common import write_result
 
     from transtune.dataset.info import export_json
+    from transtune.targets import hardware_name
 
     with tempfile.TemporaryDirectory() as tmp:
-        count = export_json(DATASET, tmp, target, limit=limit)
+        count = export_json(DATASET, tmp, hardware_name(target), limit=limit)
         size = sum(p.stat().st_size for p in Path(tmp).glob("*.json"))
     write_result(out, {"records": count, "bytes": size, "bytes_per_record": size / count})
 

@@ -6,14 +6,12 @@
    task scheduler) and runner (``LocalRunner`` with transtune's stated evaluator). Each side
    runs in a fresh process, one after the other, so neither inherits the other's imports;
    then ``remeasure`` times both sides' best schedules again, alternating, in one process.
-2. ``overlap``: how much a build running beside a measurement disturbs it (why transtune
-   measures with a synchronous runner).
-3. ``resnet18``: ResNet-18 tuned with a stated budget into a library, then untuned / tuned /
+2. ``resnet18``: ResNet-18 tuned with a stated budget into a library, then untuned / tuned /
    PyTorch / ONNX Runtime latency and the tuning curve.
-4. ``report``: writes the Markdown and the plot from the JSON results.
+3. ``report``: writes the Markdown and the plot from the JSON results, with the section of
+   ``benchmarks/overlap.py`` (a build beside a measurement).
 
     python benchmarks/tuning.py compare [--kernels 3] [--trials 64] [--seed 0]
-    python benchmarks/tuning.py overlap
     python benchmarks/tuning.py resnet18 [--per-kernel 64]
     python benchmarks/tuning.py report
 """
@@ -29,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import overlap
 from common import file_meta, meta_line, meta_lines, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,59 +148,6 @@ def remeasure(seed: int, rounds: int = 5) -> None:
                     (m,) = measure_modules([mod], target, builder, runner)
                     out[side].setdefault(k.name, []).append(m.seconds)
     write_result(DATA / f"remeasure_s{seed}.json", out)
-
-
-def overlap(samples: int = 16, rounds: int = 3) -> None:
-    """How much a build running beside a measurement disturbs it: the same built schedules of
-    a ResNet-18 kernel timed alone and while a second warm builder compiles other candidates
-    (what an asynchronous runner lets MetaSchedule do)."""
-    import threading
-
-    from transtune.measure import (
-        EVALUATOR,
-        build_modules,
-        local_runner,
-        remove_built,
-        time_built,
-        warm_builder,
-    )  # fmt: skip
-    from transtune.schedules import design_spaces, sample
-    from transtune.targets import get_config
-
-    target = get_config("host").tvm_target()
-    kernel = pick_kernels(2)[1]
-    spaces, postprocs = design_spaces(kernel.mod, target)
-    mods = [s.schedule.mod for s in sample(kernel.mod, spaces, postprocs, 2 * samples, SEED)]
-    timed, other = mods[:samples], mods[samples:]
-    runner = local_runner(EVALUATOR)
-    alone: list[list[float | None]] = []
-    busy: list[list[float | None]] = []
-    with warm_builder() as builder, warm_builder() as background:
-        for _ in range(rounds):
-            built = build_modules(timed, target, builder)
-            alone.append(time_built(timed, built, runner))
-            stop = threading.Event()
-
-            def compile_loop(stop: threading.Event = stop) -> None:
-                while not stop.is_set():
-                    remove_built(build_modules(other, target, background))
-
-            thread = threading.Thread(target=compile_loop)
-            thread.start()
-            time.sleep(2.0)  # the background builds are under way
-            busy.append(time_built(timed, built, runner))
-            stop.set()
-            thread.join()
-            remove_built(built)
-    ratios = [b / a for ra, rb in zip(alone, busy, strict=True)
-              for a, b in zip(ra, rb, strict=True) if a and b]  # fmt: skip
-    spread = [max(x) / min(x) for x in zip(*alone, strict=True) if all(x)]
-    write_result(DATA / "overlap.json", {
-        "kernel": kernel.name, "class": kernel.kernel_class, "samples": samples,
-        "rounds": rounds, "median_ratio": statistics.median(ratios), "min_ratio": min(ratios),
-        "max_ratio": max(ratios), "median_alone_spread": statistics.median(spread),
-    })  # fmt: skip
-    print((DATA / "overlap.json").read_text())
 
 
 def tune_resnet18(per_kernel: int) -> None:
@@ -350,24 +296,7 @@ def report() -> None:
                 f"{1e3 * total['transtune']:.3f} | {total['transtune'] / total['stock']:.2f} |"
             )
         lines.append("")
-    overlap_path = DATA / "overlap.json"
-    if overlap_path.exists():
-        o = json.loads(overlap_path.read_text())
-        lines += [
-            "## A build beside a measurement",
-            "",
-            f"{o['samples']} sampled schedules of `{o['kernel']}` ({o['class']}), built once "
-            f"per round and timed alone, then again while a second warm builder compiles "
-            f"other candidates on the host ({o['rounds']} rounds): busy / alone latency "
-            f"median {o['median_ratio']:.2f}x (range {o['min_ratio']:.2f}..{o['max_ratio']:.2f}"
-            f"x); the same schedule timed alone in different rounds spreads by "
-            f"{o['median_alone_spread']:.2f}x (median max/min). transtune therefore tunes with "
-            "a synchronous runner (`SyncRunner`): nothing is generated or built while a batch "
-            "is timed. Stock MetaSchedule's `LocalRunner` overlaps them.",
-            "",
-            meta_line(o.get("meta")),
-            "",
-        ]
+    lines += overlap.section()
     r18_path = DATA / "resnet18.json"
     if r18_path.exists():
         r = json.loads(r18_path.read_text())
@@ -426,9 +355,7 @@ def report() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "what", choices=["compare", "side", "remeasure", "overlap", "resnet18", "report"]
-    )
+    parser.add_argument("what", choices=["compare", "side", "remeasure", "resnet18", "report"])
     parser.add_argument("side", nargs="?", choices=["stock", "transtune"])
     parser.add_argument("--kernels", type=int, default=3)
     parser.add_argument("--trials", type=int, default=64)
@@ -442,8 +369,6 @@ def main() -> None:
         write_result(args.out, result)
     elif args.what == "remeasure":
         remeasure(args.seed)
-    elif args.what == "overlap":
-        overlap()
     elif args.what == "compare":
         compare(args.kernels, args.trials, args.seed)
         report()

@@ -13,7 +13,7 @@ counted as measured. The parent decides how to stop (after the batch in hand).
 
 ``LocalRunner`` measures asynchronously: MetaSchedule generates and builds the next task's
 batch while one is being timed, on the same cores, which disturbs the timings on a small host
-(``benchmarks/tuning.py overlap`` measures by how much). :class:`SyncRunner` makes any runner
+(``benchmarks/overlap.py`` measures by how much). :class:`SyncRunner` makes any runner
 wait until its batch is measured; tuning uses it for local measurement.
 """
 
