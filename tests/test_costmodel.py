@@ -393,7 +393,42 @@ def test_validation_kernels_pick_the_epoch_and_the_callers_rng_is_untouched():
     model.fit(data)
     assert torch.equal(torch.get_rng_state(), state)  # seeded with its own RNG state
     history = model.history
-    assert len(history["val_pca"]) == 4 and 0 <= history["best_epoch"] < 4
-    assert history["val_pca"][history["best_epoch"]] == max(history["val_pca"])
+    assert len(history["val_pca"]) == 4 and -1 <= history["best_epoch"] < 4
+    kept = [history["start_pca"], *history["val_pca"]][history["best_epoch"] + 1]
+    assert kept == max(history["start_pca"], *history["val_pca"])
     again = TorchCostModel(TorchConfig(arch="mlp", epochs=4, validation=0.25, seed=1)).fit(data)
     assert again.history["val_pca"] == history["val_pca"]  # the seed decides, nothing else
+    # Fine-tuning that cannot improve on validation keeps the weights it started from.
+    before = again.predict(data)
+    again.config.lr = 0.0
+    assert again.fit(data).history["best_epoch"] == -1
+    assert np.array_equal(again.predict(data), before)
+
+
+def test_the_lookup_baseline_ranks_by_the_same_programs_latency_elsewhere():
+    from dataclasses import replace
+
+    from transtune.costmodel import CostData
+
+    # Kernel w0's 4 programs on "old" and on "new" (the new CPU keeps their order but one);
+    # program 3 of w1 was never measured on "old".
+    old = [1.0, 2.0, 3.0, 4.0]
+    new = [1.5, 2.5, 4.5, 3.5]
+    workload = np.asarray(["w0"] * 8 + ["w1"] * 2, dtype=object)
+    target = np.asarray(["old"] * 4 + ["new"] * 4 + ["new"] * 2, dtype=object)
+    sample = np.asarray([0, 1, 2, 3, 0, 1, 2, 3, 0, 3])
+    latency = np.asarray(old + new + [2.0, 1.0]) * 1e-3
+    data = synthetic_data(groups=1, per_group=10)
+    data = replace(data, workload=workload, target=target, sample=sample, latency=latency,
+                   group=np.asarray([0] * 4 + [1] * 4 + [2] * 2, np.int32))  # fmt: skip
+    assert isinstance(data, CostData)
+    model = create("lookup", source="old").fit(data, np.arange(4))
+    test = np.arange(4, 10)
+    assert model.found(data, test).tolist() == [True] * 4 + [False, False]
+    scores = model.predict(data, test)
+    assert scores[0] > scores[1] > scores[2] > scores[3]  # the old CPU's order
+    assert scores[5] < scores.min(initial=np.inf, where=model.found(data, test))
+    metrics = model.score(data, np.arange(4, 8))
+    assert metrics["pca"] == pytest.approx(5 / 6) and metrics["peak@1"] == 1.0
+    with pytest.raises(CostModelError, match="nothing to save"):
+        model.save("x.json")

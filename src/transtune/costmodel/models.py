@@ -231,14 +231,16 @@ def _hold_out_kernels(data: CostData, rows: np.ndarray, share: float, seed: int)
 
 
 KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel}
-NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp")
+NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp", "lookup")
 
 
 def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _Base:
     """A new, untrained cost model by name (as TVM's ``CostModel.create``): ``xgb``, ``mlp``
     or ``attention`` (ours; ``options`` are :class:`XGBConfig` or :class:`TorchConfig`
     fields, e.g. ``net={"trace": False}``), ``ms-xgb`` or ``ms-mlp`` (MetaSchedule's own, as
-    peers; they import TVM). ``epochs``: of the torch models (None: their default)."""
+    peers; they import TVM), ``lookup`` (the cross-hardware baseline; ``source=`` the
+    hardware id whose latencies it reuses). ``epochs``: of the torch models (None: their
+    default)."""
     torch_epochs = {} if epochs is None else {"epochs": epochs}
     if name == "xgb":
         return XGBCostModel(XGBConfig(seed=seed, **options))
@@ -250,6 +252,10 @@ def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _B
         if name == "ms-xgb":
             return MetaScheduleXGB(**options)
         return MetaScheduleMLP(seed=seed, epochs=epochs)
+    if name == "lookup":
+        from .lookup import LookupModel
+
+        return LookupModel(**options)
     raise CostModelError(f"unknown cost model {name!r} (one of {', '.join(NAMES)})")
 
 

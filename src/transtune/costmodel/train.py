@@ -1,6 +1,8 @@
 """The training loop of the PyTorch cost models: batches of whole groups, Adam, a ranking
 loss; seeded with its own RNG state (the caller's torch RNG is left as it was), CPU. With
-validation rows, the weights of the epoch with the best validation PCA are kept."""
+validation rows, the weights with the best validation PCA are kept: those of an epoch, or the
+weights training started from (``best_epoch`` -1), so that fine-tuning a pre-trained model
+on a few records never ends below where it started, as far as validation can tell."""
 
 from __future__ import annotations
 
@@ -63,7 +65,8 @@ def train(
     validation: np.ndarray | None = None,
 ) -> dict:
     """Train ``net`` on rows ``index`` of ``data``; returns losses, seconds and, with
-    ``validation`` rows, their PCA per epoch and the epoch whose weights were kept."""
+    ``validation`` rows, their PCA at the start (``start_pca``) and per epoch, and the epoch
+    whose weights were kept (-1: the starting weights)."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, seed,
@@ -80,7 +83,10 @@ def _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, s
     by_group = {g: index[groups == g] for g in np.unique(groups)}
     keys = np.asarray(list(by_group))
     history, start = [], time.perf_counter()
-    val_pca, best_state = [], None
+    val_pca, best_state, start_pca = [], None, None
+    if validation is not None and len(validation):
+        start_pca = _validation_pca(net, data, validation)
+        best_state = {k: v.clone() for k, v in net.state_dict().items()}
     for epoch in range(epochs):
         net.train()
         rng.shuffle(keys)
@@ -101,10 +107,9 @@ def _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, s
             total += value.item() * len(rows)
         schedule.step()
         history.append(total / max(1, len(index)))
-        if validation is not None and len(validation):
-            pca = evaluate(predict(net, data, validation), data.latency[validation],
-                           data.group[validation], ks=(1,))["pca"]  # fmt: skip
-            if not val_pca or pca > max(val_pca):
+        if start_pca is not None:
+            pca = _validation_pca(net, data, validation)
+            if pca > max([start_pca, *val_pca]):
                 best_state = {k: v.clone() for k, v in net.state_dict().items()}
             val_pca.append(pca)
         if on_epoch is not None:
@@ -112,5 +117,12 @@ def _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, s
     out = {"loss": history, "seconds": time.perf_counter() - start}
     if best_state is not None:
         net.load_state_dict(best_state)
-        out |= {"val_pca": val_pca, "best_epoch": int(np.argmax(val_pca))}
+        best = max(range(len(val_pca)), key=lambda e: val_pca[e], default=-1)
+        best = best if val_pca and val_pca[best] > start_pca else -1
+        out |= {"start_pca": start_pca, "val_pca": val_pca, "best_epoch": best}
     return out
+
+
+def _validation_pca(net: torch.nn.Module, data: CostData, rows: np.ndarray) -> float:
+    scores = predict(net, data, rows)
+    return evaluate(scores, data.latency[rows], data.group[rows], ks=(1,))["pca"]
