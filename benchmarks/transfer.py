@@ -13,7 +13,8 @@
      same-class replay only.
 
    Then the model is compiled with the winners and timed end to end against the naive build,
-   its converged full tuning, PyTorch and ONNX Runtime in one process; and each kernel's
+   its converged full tuning, PyTorch and ONNX Runtime in one process, interleaved
+   (``benchmark.compare``); and each kernel's
    zero-measurement schedule (the best of a few programs sampled from its design space,
    without search) is timed for the second definition of the untuned model.
 3. ``benchmarks/transfer_report.py``: Markdown and plots from the JSON results in
@@ -108,7 +109,7 @@ def donors_for(model_name: str, protocol: str) -> list[str]:
 
 def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     """Hold ``model_name`` out, transfer-tune it under ``protocol``, measure it end to end."""
-    from transtune.benchmark import benchmark
+    from transtune.benchmark import compare
     from transtune.frontend import from_zoo
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
@@ -158,20 +159,13 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
                 for k, d in zip(kernels, default, strict=True)
             ],
         }  # fmt: skip
-        if policy != "all":
-            untuned = benchmark(model, config, None, repeat=3, runtimes=("tvm",))
-            transferred = benchmark(
-                model, config, LibraryDatabase(lib, config), REPEAT, label="tvm-transferred"
-            )
-            tuned = benchmark(
-                model, config, LibraryDatabase(full, config, read=("tuned",)), REPEAT,
-                runtimes=("tvm",), label="tvm-full",
-            )  # fmt: skip
-            data["end_to_end"] = {
-                "untuned": untuned.to_json(),
-                "transferred": transferred.to_json(),
-                "full": tuned.to_json(),
+        if policy != "all":  # every build and both peers timed interleaved, in one process
+            builds = {
+                "tvm-untuned": (config, None),
+                "tvm-transferred": (config, LibraryDatabase(lib, config)),
+                "tvm-full": (config, LibraryDatabase(full, config, read=("tuned",))),
             }
+            data["end_to_end"] = compare(model, builds, REPEAT).to_json()
     write_result(DATA / f"{model_name}-{label}.json", data, config.num_threads)
 
 

@@ -34,16 +34,17 @@ def policy_outcome(data: dict, policy: str) -> tuple[float, float]:
     return latency, seconds
 
 
-def _median(e2e: dict, part: str) -> dict[str, float]:
-    return {t["runtime"]: t["median_ms"] for t in e2e[part]["timings"]}
+def _medians(e2e: dict) -> dict[str, float]:
+    """Median ms by runtime of a run's end-to-end timing: one interleaved comparison, or (in
+    results from before it) one benchmark per build."""
+    parts = [e2e] if "timings" in e2e else list(e2e.values())
+    return {t["runtime"]: t["median_ms"] for part in parts for t in part["timings"]}
 
 
 def outcome(d: dict) -> dict:
     """The figures of one held-out model's run: latencies, both % of max, time to match."""
-    e2e = d["end_to_end"]
-    untuned = _median(e2e, "untuned")["tvm-untuned"]
-    peers = _median(e2e, "transferred")
-    tt, full = peers["tvm-transferred"], _median(e2e, "full")["tvm-full"]
+    peers = _medians(d["end_to_end"])
+    untuned, tt, full = peers["tvm-untuned"], peers["tvm-transferred"], peers["tvm-full"]
     match = d["full_seconds_to_match"]
     return {
         "untuned": untuned, "transferred": tt, "full": full,
