@@ -1,16 +1,17 @@
 """Cost model benchmark -> docs/results/costmodel.md (+ costmodel_transfer.png).
 
-1. Models x splits x metrics on the shipped dataset (``data/dataset``), side by side in one
+1. Models x splits x seeds on the shipped dataset (``data/dataset``), side by side in one
    run, with training time: XGBoost pack-sum, segment-sum MLP, our attention model (and its
-   ablation without trace tokens), and MetaSchedule's own XGBModel and MLPModel (``ms-xgb``,
-   ``ms-mlp``; no hardware input).
-2. Transfer to an unseen ISA level: pre-train without the ``--unseen`` configurations (by
-   default both SSE4.2-only ones, which share their builds), then adapt to the first of them
-   with k% of its kernels (k = 1, 2, 5, 10, 100; every record of a chosen kernel): fine-tune
-   the pre-trained model vs train from scratch on those k% vs zero-shot (hardware features
-   only), evaluated on the other half of its kernels.
+   ablation without trace tokens), MetaSchedule's own XGBModel and MLPModel (``ms-xgb``,
+   ``ms-mlp``, at its default 50 epochs; no hardware input), and on the by-hardware split the
+   lookup baseline from each other configuration. Our networks pick their epoch on a
+   validation share of the training kernels. Mean and spread (max - min) over the seeds;
+   TenSet's metrics and its top-1/top-5 network scores.
+2. Transfer to an unseen ISA level (``adaptation.py``): pre-train without the ``--unseen``
+   configurations (by default both SSE4.2-only ones, which share their builds), then adapt to
+   the first of them with k% of its kernels (k = 1, 2, 5, 10, 100).
 
-    python benchmarks/costmodel.py [--epochs 15] [--unseen epyc-znver4-2c-sse4.2,...]
+    python benchmarks/costmodel.py [--epochs 15] [--seeds 0,1,2] [--unseen ID,...]
 
 Resumable: finished steps are kept in ``docs/results/costmodel/steps.json``.
 """
@@ -18,30 +19,32 @@ Resumable: finished steps are kept in ``docs/results/costmodel/steps.json``.
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from pathlib import Path
 
+import adaptation
 import numpy as np
-from common import meta_line, write_result
+from common import merge_summary, meta_line, write_result
 from resume import Steps
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATASET = ROOT / "data" / "dataset"
-SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
+VALIDATION = 0.1  # share of the training kernels our networks pick their epoch on
+PEERS = ("xgb", "mlp")  # the goal: our model beats these by +3 PCA and +5 peak@1 points
 
 
-def make_models(epochs: int, ms_mlp_epochs: int = 10) -> dict:
+def make_models(epochs: int, ms_mlp_epochs: int | None, seed: int) -> dict:
     from transtune.costmodel import create
 
+    ours = {"epochs": epochs, "seed": seed, "validation": VALIDATION}
     return {
-        "xgb": lambda: create("xgb"),
-        "mlp": lambda: create("mlp", epochs=epochs),
-        "attention": lambda: create("attention", epochs=epochs),
-        "attention (stores only)": lambda: create("attention", epochs=epochs, net={"trace": False}),
+        "xgb": lambda: create("xgb", seed=seed),
+        "mlp": lambda: create("mlp", **ours),
+        "attention": lambda: create("attention", **ours),
+        "attention (stores only)": lambda: create("attention", **ours, net={"trace": False}),
         "ms-xgb": lambda: create("ms-xgb"),
-        "ms-mlp": lambda: create("ms-mlp", epochs=ms_mlp_epochs),
+        "ms-mlp": lambda: create("ms-mlp", seed=seed, epochs=ms_mlp_epochs),
     }
 
 
@@ -57,160 +60,151 @@ def make_splits(data, unseen: list[str]) -> dict:
     }
 
 
-def compare(data, epochs: int, ms_mlp_epochs: int, unseen: list[str], steps: Steps) -> list[dict]:
+def compare(data, args, unseen: list[str], steps: Steps) -> list[dict]:
+    from transtune.costmodel import create
+
     rows = []
     for split, (train, test) in make_splits(data, unseen).items():
-        for name, factory in make_models(epochs, ms_mlp_epochs).items():
+        plans = [
+            (name, seed, factory)
+            for seed in args.seeds
+            for name, factory in make_models(args.epochs, args.ms_mlp_epochs, seed).items()
+        ]
+        if split.startswith("by-hardware"):  # learns nothing: one seed is all there is
+            plans += [(f"lookup {s}", args.seeds[0], lambda s=s: create("lookup", source=s))
+                      for s in sorted(set(data.target) - set(unseen))]  # fmt: skip
+        for name, seed, factory in plans:
 
             def fit_and_score(factory=factory, train=train, test=test) -> dict:
                 model = factory()
                 start = time.perf_counter()
                 model.fit(data, train)
                 return {"train_seconds": time.perf_counter() - start, "train": len(train),
-                        "test": len(test), **model.score(data, test)}  # fmt: skip
+                        "test": len(test), **adaptation.scores(model, data, test)}  # fmt: skip
 
-            row = steps.run(f"{split} / {name}", fit_and_score)
-            rows.append({"split": split, "model": name, **row})
+            row = steps.run(f"{split} / {name} / s{seed}", fit_and_score)
+            rows.append({"split": split, "model": name, "seed": seed, **row})
     return rows
 
 
-def transfer(data, epochs: int, unseen: list[str], steps: Steps) -> list[dict]:
-    """Pre-train without the unseen configurations; adapt to the first with k% of its
-    kernels."""
-    rng = np.random.default_rng(0)
-    others = np.flatnonzero(~np.isin(data.target, unseen))
-    on_unseen = data.target == unseen[0]
-    kernels = np.unique(data.workload[on_unseen])
-    rng.shuffle(kernels)
-    test_kernels = set(kernels[: len(kernels) // 2])  # evaluation half, fixed for every k
-    pool = kernels[len(kernels) // 2 :]
-    test = np.flatnonzero(on_unseen & np.isin(data.workload, list(test_kernels)))
-    factory = make_models(epochs)["attention"]
-    base = None
+def summarize(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    """Per (split, model): mean and spread (max - min) of each metric over its seeds."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["split"], r["model"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        out[key] = {"seeds": len(rs), "train": rs[0]["train"], "test": rs[0]["test"]}
+        for m in ("pca", "peak@1", "peak@5", "recall@5", "top1", "top5", "train_seconds"):
+            values = [r[m] for r in rs]
+            out[key][m], out[key][f"{m} spread"] = float(np.mean(values)), float(np.ptp(values))
+    return out
 
-    def pretrained():
-        nonlocal base
-        if base is None:
-            base = factory().fit(data, others)
-        return base
 
-    rows = [{"k": 0.0, "method": "zero-shot",
-             **steps.run("zero-shot", lambda: pretrained().score(data, test))}]  # fmt: skip
-    for k in SHARES:
-        chosen = pool[: max(1, int(round(k * len(pool))))]
-        adapt = np.flatnonzero(on_unseen & np.isin(data.workload, chosen))
-
-        def fine_tune(adapt=adapt):
-            tuned = copy.deepcopy(pretrained())
-            tuned.config.epochs = max(5, epochs // 3)
-            return tuned.fit(data, adapt).score(data, test)
-
-        for method, step in (
-            ("fine-tune", fine_tune),
-            ("from scratch", lambda adapt=adapt: factory().fit(data, adapt).score(data, test)),
-        ):
-            row = steps.run(f"{method} {k:.0%}", step)
-            rows.append({"k": k, "method": method, "records": len(adapt), **row})
-    return rows
+def gains(summary: dict, split: str) -> dict[str, dict]:
+    """Our attention model minus each peer on ``split``: PCA and peak@1 differences, and
+    whether each exceeds the two models' seed-to-seed spreads."""
+    ours = summary[split, "attention"]
+    out = {}
+    for (s, name), peer in summary.items():
+        if s != split or name == "attention" or name.startswith("lookup"):
+            continue
+        out[name] = {}
+        for m in ("pca", "peak@1"):
+            diff = ours[m] - peer[m]
+            noise = max(ours[f"{m} spread"], peer[f"{m} spread"])
+            out[name][m] = (diff, abs(diff) > noise)
+    return out
 
 
 def report(result: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    summary = summarize(result["compare"])
+    seeds = result["seeds"]
     lines = [
         "# Cost models: joint program + hardware features",
         "",
         f"Written by `benchmarks/costmodel.py` from `data/dataset` ({result['records']:,} "
         f"successful records, {result['kernels']} kernels, configurations "
         f"{', '.join(result['targets'])}). {meta_line(result.get('meta'))} "
-        f"PyTorch CPU; {result['epochs']} epochs for our networks, "
-        f"{result['ms_mlp_epochs']} for MetaSchedule's MLPModel (its default is 50); seed 0. "
-        "Metrics: TenSet's "
-        "definitions, record-weighted over (kernel, configuration) groups of the test side.",
+        f"PyTorch CPU; {result['epochs']} epochs for our networks (the epoch picked on "
+        f"{VALIDATION:.0%} of the training kernels), MetaSchedule's MLPModel at "
+        f"{result['ms_mlp_epochs'] or 'its default 50'} epochs; seeds {seeds}: each cell is "
+        "the mean over them, (spread) = max - min. Metrics: TenSet's definitions (peak@k: "
+        "the best of the top k, averaged over groups), record-weighted over (kernel, "
+        "configuration) groups of the test side; top-1/top-5: TenSet's network scores.",
         "",
-        "| split | model | train / test records | PCA | peak@1 | peak@5 | recall@5 | train s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| split | model | train / test records | PCA (spread) | peak@1 (spread) | peak@5 "
+        "| recall@5 | top-1 | top-5 | train s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["compare"]:
+    for (split, name), v in summary.items():
         lines.append(
-            f"| {r['split']} | {r['model']} | {r['train']:,} / {r['test']:,} | {r['pca']:.3f} "
-            f"| {r['peak@1']:.3f} | {r['peak@5']:.3f} | {r['recall@5']:.3f} "
-            f"| {r['train_seconds']:.0f} |"
+            f"| {split} | {name} | {v['train']:,} / {v['test']:,} "
+            f"| {v['pca']:.3f} ({v['pca spread']:.3f}) | {v['peak@1']:.3f} "
+            f"({v['peak@1 spread']:.3f}) | {v['peak@5']:.3f} | {v['recall@5']:.3f} "
+            f"| {v['top1']:.3f} | {v['top5']:.3f} | {v['train_seconds']:.0f} |"
         )
-    by_model = {r["model"]: r for r in result["compare"] if r["split"].startswith("by-model")}
-    ours = by_model["attention"]
+    by_model = next(s for s, _ in summary if s.startswith("by-model"))
+    diffs = gains(summary, by_model)
     lines += [
         "",
-        "By-model split, our attention model minus each peer (goal: at least +0.03 PCA "
-        "and +0.05 peak@1 over xgb and mlp): "
+        "By-model split, our attention model minus each peer (goal: at least +0.03 PCA and "
+        "+0.05 peak@1 over xgb and mlp; * = beyond the seed-to-seed spread of both): "
         + "; ".join(
-            f"{name} {ours['pca'] - r['pca']:+.3f} PCA, {ours['peak@1'] - r['peak@1']:+.3f} peak@1"
-            for name, r in by_model.items()
-            if name != "attention"
+            f"{name} {d['pca'][0]:+.3f}{'*' if d['pca'][1] else ''} PCA, "
+            f"{d['peak@1'][0]:+.3f}{'*' if d['peak@1'][1] else ''} peak@1"
+            for name, d in diffs.items()
         )
         + ".",
     ]
     target = result["unseen"][0]
-    by_method = {(r["method"], r["k"]): r for r in result["transfer"]}
-    full = by_method[("from scratch", 1.0)]["pca"]
+    mean = adaptation.means(result["transfer"])
+    fraction, over_lookup = adaptation.headline(mean)
     lines += ["", f"## Transfer to `{target}`", "",
               f"Pre-trained without {', '.join(result['unseen'])}; adapted with the records of "
-              f"k% of half of `{target}`'s kernels, evaluated on the other half. With 5%, "
-              f"fine-tuning reaches {by_method[('fine-tune', 0.05)]['pca'] / full:.1%} of the "
-              "PCA of the model trained from scratch on all of that half (goal: 95%).", "",
-              "| k | method | adapt records | PCA | peak@1 |", "|---|---|---|---|---|"]  # fmt: skip
-    for r in result["transfer"]:
-        lines.append(f"| {r['k']:.0%} | {r['method']} | {r.get('records', 0):,} "
-                     f"| {r['pca']:.3f} | {r['peak@1']:.3f} |")  # fmt: skip
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for method in ("fine-tune", "from scratch"):
-        pts = [(r["k"], r["pca"]) for r in result["transfer"] if r["method"] == method]
-        ax.plot([100 * k for k, _ in pts], [p for _, p in pts], "o-", label=method)
-    zero = next(r["pca"] for r in result["transfer"] if r["method"] == "zero-shot")
-    ax.axhline(zero, color="gray", ls="--", label="zero-shot")
-    ax.set_xscale("log")
-    ax.set_xlabel(f"% of {target}'s kernels used")
-    ax.set_ylabel("PCA on held-out kernels")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(OUT / "costmodel_transfer.png", dpi=120)
+              f"k% of half of `{target}`'s kernels, evaluated on the other half "
+              f"(`benchmarks/adaptation.py`). With 5%, fine-tuning reaches {fraction:.1%} of "
+              "the PCA of the model trained from scratch on all of that half (goal: 95%), "
+              f"{over_lookup:+.3f} PCA over the best lookup baseline.", "",
+              *adaptation.table(mean)]  # fmt: skip
+    adaptation.plot(mean, target, OUT / "costmodel_transfer.png")
     lines += ["", "![transfer curve](costmodel_transfer.png)", ""]
     (OUT / "costmodel.md").write_text("\n".join(lines))
     print("\n".join(lines))
+    if all(name in diffs for name in PEERS):
+        merge_summary("costmodel", {
+            "costmodel.by_model.pca_gain_vs_xgb": diffs["xgb"]["pca"][0],
+            "costmodel.by_model.peak1_gain_vs_xgb": diffs["xgb"]["peak@1"][0],
+            "costmodel.seeds": len(seeds),
+        })  # fmt: skip
 
 
 def main() -> None:
     from transtune.costmodel import load_cost_data
+    from transtune.targets import hardware_name
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--ms-mlp-epochs", type=int, default=10)
+    parser.add_argument("--ms-mlp-epochs", type=int, help="default: MetaSchedule's (50)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     parser.add_argument("--unseen", default="epyc-znver4-2c-sse4.2,epyc-znver4-1c-sse4.2",
                         help="hardware ids (or this host's aliases) held out")  # fmt: skip
     args = parser.parse_args()
+    args.seeds = [int(s) for s in args.seeds.split(",")]
     data = load_cost_data(DATASET)
-    from transtune.targets import hardware_name
-
     unseen = [hardware_name(name) for name in args.unseen.split(",")]
-    steps = Steps(
-        OUT / "costmodel" / "steps.json",
-        {
-            "records": len(data),
-            "epochs": args.epochs,
-            "ms_mlp_epochs": args.ms_mlp_epochs,
-            "unseen": unseen,
-        },
-    )
+    steps = Steps(OUT / "costmodel" / "steps.json", {
+        "records": len(data), "epochs": args.epochs, "ms_mlp_epochs": args.ms_mlp_epochs,
+        "unseen": unseen, "validation": VALIDATION,
+    })  # fmt: skip
+    sources = sorted(set(data.target) - set(unseen))
     result = {
         "records": len(data), "kernels": len(np.unique(data.workload)),
         "targets": sorted(set(data.target)), "epochs": args.epochs,
-        "ms_mlp_epochs": args.ms_mlp_epochs,
-        "unseen": unseen,
-        "compare": compare(data, args.epochs, args.ms_mlp_epochs, unseen, steps),
-        "transfer": transfer(data, args.epochs, unseen, steps),
+        "ms_mlp_epochs": args.ms_mlp_epochs, "unseen": unseen, "seeds": args.seeds,
+        "compare": compare(data, args, unseen, steps),
+        "transfer": [r for seed in args.seeds for r in adaptation.rows(
+            data, unseen[0], sources, seed, steps, args.epochs)],
     }  # fmt: skip
     report(write_result(OUT / "costmodel" / "result.json", result))
 

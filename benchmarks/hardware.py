@@ -27,7 +27,6 @@ reference finished), ONNX Runtime and PyTorch.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import adaptation
 import dataset
 import numpy as np
 import reference
@@ -44,7 +44,6 @@ from resume import Steps
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "hardware"
 DATASET = ROOT / "data" / "dataset"
-SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
 EPOCHS = 15
 MODELS = ["resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_base"]
 MAX_CANDIDATES = 8
@@ -103,19 +102,6 @@ def collect(minutes: float) -> None:
                 return  # interrupted or failed: stop here, rerun resumes
 
 
-def scores(model, data, test: np.ndarray) -> dict:
-    """PCA, peak@1 and TenSet's top-1/top-5 network score of ``model`` on rows ``test``."""
-    from transtune.costmodel import network_topk
-
-    s = model.predict(data, test)
-    weight = np.asarray([data.weights.get(w, 1) for w in data.workload[test]], float)
-    lat, group = data.latency[test], data.group[test]
-    metrics = model.score(data, test)
-    return {"pca": metrics["pca"], "peak@1": metrics["peak@1"],
-            "top1": float(network_topk(s, lat, group, weight, 1)),
-            "top5": float(network_topk(s, lat, group, weight, 5))}  # fmt: skip
-
-
 def costmodel(new: str | None, seeds: list[int]) -> None:
     from transtune.costmodel import load_cost_data
 
@@ -134,79 +120,16 @@ def costmodel(new: str | None, seeds: list[int]) -> None:
         raise SystemExit(f"the dataset has no hardware id {new!r}")
     sources = [i for cpu, ids in held.items() if cpu != new_cpu for i in ids]
     steps = Steps(DATA / "steps.json", {"records": len(data), "new": new, "epochs": EPOCHS})
-    rows = [row for seed in seeds for row in _seed_rows(data, new, sources, seed, steps)]
+    rows = [r for seed in seeds for r in adaptation.rows(data, new, sources, seed, steps, EPOCHS)]
     result = write_result(DATA / "costmodel.json", {
         "new": new, "sources": sources, "epochs": EPOCHS, "seeds": seeds,
         "records_new": int((data.target == new).sum()),
         "records_sources": int(np.isin(data.target, sources).sum()), "rows": rows,
     })  # fmt: skip
-    mean = _means(result["rows"])
-    full = mean["from scratch", 1.0]["pca"]
-    lookup = max(v["pca"] for (m, _), v in mean.items() if m.startswith("lookup"))
+    fraction, over_lookup = adaptation.headline(adaptation.means(result["rows"]))
     merge_summary("hardware", {
-        "hardware.k5_fraction_of_full": mean["fine-tune", 0.05]["pca"] / full,
-        "hardware.k5_minus_lookup_pca": mean["fine-tune", 0.05]["pca"] - lookup,
+        "hardware.k5_fraction_of_full": fraction, "hardware.k5_minus_lookup_pca": over_lookup,
     })  # fmt: skip
-
-
-def _seed_rows(data, new: str, sources: list[str], seed: int, steps: Steps) -> list[dict]:
-    """One seed's rows: its evaluation half of the new CPU's kernels, and every method."""
-    from transtune.costmodel import create
-
-    on_new = data.target == new
-    source_rows = np.flatnonzero(np.isin(data.target, sources))
-    kernels = np.unique(data.workload[on_new])
-    np.random.default_rng(seed).shuffle(kernels)
-    test = np.flatnonzero(on_new & np.isin(data.workload, kernels[: len(kernels) // 2]))
-    pool = kernels[len(kernels) // 2 :]
-    pretrained = []
-
-    def pre():
-        if not pretrained:
-            pretrained.append(create("attention", seed=seed, epochs=EPOCHS).fit(data, source_rows))
-        return pretrained[0]
-
-    def fit(name: str, train: np.ndarray, **options):
-        return lambda: scores(create(name, seed=seed, **options).fit(data, train), data, test)
-
-    def fine_tune(adapt: np.ndarray, kernel_count: int):
-        def run() -> dict:
-            tuned = copy.deepcopy(pre())
-            tuned.config.epochs = max(5, EPOCHS // 3)
-            tuned.config.validation = 0.2 if kernel_count >= 5 else 0.0
-            return scores(tuned.fit(data, adapt), data, test)
-
-        return run
-
-    steps_of = [("zero-shot", 0.0, 0, lambda: scores(pre(), data, test)),
-                ("xgboost", 0.0, 0, fit("xgb", source_rows))]  # fmt: skip
-    steps_of += [(f"lookup {s}", 0.0, 0, fit("lookup", source_rows, source=s)) for s in sources]
-    for k in SHARES:
-        chosen = pool[: max(1, int(round(k * len(pool))))]
-        adapt = np.flatnonzero(on_new & np.isin(data.workload, chosen))
-        steps_of += [
-            ("fine-tune", k, len(adapt), fine_tune(adapt, len(chosen))),
-            ("from scratch", k, len(adapt), fit("attention", adapt, epochs=EPOCHS)),
-            ("xgboost", k, len(adapt), fit("xgb", np.concatenate([source_rows, adapt]))),
-        ]
-    return [{"seed": seed, "k": k, "method": method, "records": records,
-             **steps.run(f"s{seed} {method} {k:.0%}", step)}
-            for method, k, records, step in steps_of]  # fmt: skip
-
-
-def _means(rows: list[dict]) -> dict[tuple[str, float], dict]:
-    """Per (method, k): the mean of each metric over seeds, and their spread (max - min)."""
-    groups: dict[tuple[str, float], list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["method"], r["k"]), []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        out[key] = {
-            m: float(np.mean([r[m] for r in rs])) for m in ("pca", "peak@1", "top1", "top5")
-        }
-        out[key]["spread"] = float(np.ptp([r["pca"] for r in rs]))
-        out[key]["records"] = rs[0].get("records", 0)
-    return out
 
 
 def _donor_library(path: Path, folder: Path, held_out: str) -> list[str]:
@@ -273,11 +196,6 @@ def _stages(result) -> dict[str, int]:
 
 
 def report() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from transtune.dataset import dataset_info
 
     info = dataset_info(DATASET)
@@ -299,32 +217,15 @@ def report() -> None:
     path = DATA / "costmodel.json"
     if path.exists():
         result = json.loads(path.read_text())
-        mean = _means(result["rows"])
+        mean = adaptation.means(result["rows"])
         lines += ["", f"## Cost models on `{result['new']}`", "", meta_line(result.get("meta")),
                   "", f"Pre-trained on {', '.join(f'`{s}`' for s in result['sources'])} "
                   f"({result['records_sources']:,} records); evaluated on half of "
                   f"`{result['new']}`'s kernels, adapted with k% of the other half; seeds "
                   f"{result['seeds']} (mean, PCA spread max - min). Attention model, "
                   f"{result['epochs']} epochs; fine-tuning {max(5, result['epochs'] // 3)}.",
-                  "", "| method | k | adapt records | PCA (spread) | peak@1 | top-1 | top-5 |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
-        for (method, k), v in sorted(mean.items(), key=lambda x: (x[0][1], x[0][0])):
-            lines.append(f"| {method} | {k:.0%} | {v['records']:,} | {v['pca']:.3f} "
-                         f"({v['spread']:.3f}) | {v['peak@1']:.3f} | {v['top1']:.3f} "
-                         f"| {v['top5']:.3f} |")  # fmt: skip
-        fig, ax = plt.subplots(figsize=(6.5, 4))
-        for method in ("fine-tune", "from scratch", "xgboost"):
-            pts = sorted((k, v["pca"]) for (m, k), v in mean.items() if m == method and k > 0)
-            ax.plot([100 * k for k, _ in pts], [p for _, p in pts], "o-", label=method)
-        ax.axhline(mean["zero-shot", 0.0]["pca"], color="gray", ls="--", label="zero-shot")
-        best = max((v["pca"], m) for (m, _), v in mean.items() if m.startswith("lookup"))
-        ax.axhline(best[0], color="black", ls=":", label=f"best {best[1]}")
-        ax.set_xscale("log")
-        ax.set_xlabel(f"% of {result['new']}'s adaptation kernels")
-        ax.set_ylabel("PCA on held-out kernels")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(OUT / "hardware_transfer.png", dpi=120)
+                  "", *adaptation.table(mean)]  # fmt: skip
+        adaptation.plot(mean, result["new"], OUT / "hardware_transfer.png")
         lines += ["", "![transfer](hardware_transfer.png)"]
     for path in sorted(DATA.glob("schedules-*.json")):
         r = json.loads(path.read_text())

@@ -1,0 +1,133 @@
+"""A pre-trained cost model adapted to a configuration it never saw: the experiment behind the
+costmodel page's ISA transfer and the hardware page's transfer to a second CPU.
+
+Pre-trained on the ``sources`` configurations; evaluated on half of the ``new``
+configuration's kernels (a seeded draw), adapted with the records of k% of the other half:
+zero-shot, fine-tuned (a few epochs; validation-picked, the pre-trained weights kept when no
+epoch beats them), the same network trained from scratch on the k%, XGBoost on the sources'
+records plus the k%, and the lookup baseline from each source (the same program's latency
+there). Metrics: PCA, peak@1, TenSet's top-1/top-5 network scores.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from resume import Steps
+
+SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
+METRICS = ("pca", "peak@1", "top1", "top5")
+
+
+def scores(model, data, test: np.ndarray) -> dict:
+    """TenSet's metrics of ``model`` on rows ``test`` (PCA, peak@k, recall@k) and its top-1 and
+    top-5 network scores (each kernel weighted by its occurrences)."""
+    from transtune.costmodel import evaluate, network_topk
+
+    s = model.predict(data, test)
+    weight = np.asarray([data.weights.get(w, 1) for w in data.workload[test]], float)
+    lat, group = data.latency[test], data.group[test]
+    return {**evaluate(s, lat, group),
+            "top1": float(network_topk(s, lat, group, weight, 1)),
+            "top5": float(network_topk(s, lat, group, weight, 5))}  # fmt: skip
+
+
+def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: int) -> list[dict]:
+    """One seed's rows of every method (each fit a resumable step)."""
+    from transtune.costmodel import create
+
+    on_new = data.target == new
+    source_rows = np.flatnonzero(np.isin(data.target, sources))
+    kernels = np.unique(data.workload[on_new])
+    np.random.default_rng(seed).shuffle(kernels)
+    test = np.flatnonzero(on_new & np.isin(data.workload, kernels[: len(kernels) // 2]))
+    pool = kernels[len(kernels) // 2 :]
+    pretrained = []
+
+    def pre():
+        if not pretrained:
+            pretrained.append(create("attention", seed=seed, epochs=epochs).fit(data, source_rows))
+        return pretrained[0]
+
+    def fit(name: str, train: np.ndarray, **options):
+        return lambda: scores(create(name, seed=seed, **options).fit(data, train), data, test)
+
+    def fine_tune(adapt: np.ndarray, kernel_count: int):
+        def run() -> dict:
+            tuned = copy.deepcopy(pre())
+            tuned.config.epochs = max(5, epochs // 3)
+            tuned.config.validation = 0.2 if kernel_count >= 5 else 0.0
+            return scores(tuned.fit(data, adapt), data, test)
+
+        return run
+
+    plan = [("zero-shot", 0.0, 0, lambda: scores(pre(), data, test)),
+            ("xgboost", 0.0, 0, fit("xgb", source_rows))]  # fmt: skip
+    plan += [(f"lookup {s}", 0.0, 0, fit("lookup", source_rows, source=s)) for s in sources]
+    for k in SHARES:
+        chosen = pool[: max(1, int(round(k * len(pool))))]
+        adapt = np.flatnonzero(on_new & np.isin(data.workload, chosen))
+        plan += [
+            ("fine-tune", k, len(adapt), fine_tune(adapt, len(chosen))),
+            ("from scratch", k, len(adapt), fit("attention", adapt, epochs=epochs)),
+            ("xgboost", k, len(adapt), fit("xgb", np.concatenate([source_rows, adapt]))),
+        ]
+    return [{"seed": seed, "k": k, "method": method, "records": records,
+             **steps.run(f"s{seed} {method} {k:.0%}", step)}
+            for method, k, records, step in plan]  # fmt: skip
+
+
+def means(result_rows: list[dict]) -> dict[tuple[str, float], dict]:
+    """Per (method, k): each metric's mean over seeds, the PCA spread (max - min), records."""
+    groups: dict[tuple[str, float], list[dict]] = {}
+    for r in result_rows:
+        groups.setdefault((r["method"], r["k"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        out[key] = {m: float(np.mean([r[m] for r in rs])) for m in METRICS}
+        out[key]["spread"] = float(np.ptp([r["pca"] for r in rs]))
+        out[key]["records"] = rs[0].get("records", 0)
+    return out
+
+
+def headline(mean: dict) -> tuple[float, float]:
+    """(fine-tuned PCA at 5% / from-scratch PCA at 100%, fine-tuned PCA at 5% minus the best
+    lookup's PCA): the issue's goals."""
+    full = mean["from scratch", 1.0]["pca"]
+    lookup = max(v["pca"] for (m, _), v in mean.items() if m.startswith("lookup"))
+    return mean["fine-tune", 0.05]["pca"] / full, mean["fine-tune", 0.05]["pca"] - lookup
+
+
+def table(mean: dict) -> list[str]:
+    """The Markdown table of :func:`means`, by k then method."""
+    lines = ["| method | k | adapt records | PCA (spread) | peak@1 | top-1 | top-5 |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (method, k), v in sorted(mean.items(), key=lambda x: (x[0][1], x[0][0])):
+        lines.append(f"| {method} | {k:.0%} | {v['records']:,} | {v['pca']:.3f} "
+                     f"({v['spread']:.3f}) | {v['peak@1']:.3f} | {v['top1']:.3f} "
+                     f"| {v['top5']:.3f} |")  # fmt: skip
+    return lines
+
+
+def plot(mean: dict, new: str, path) -> None:
+    """PCA against k for the adapting methods, with zero-shot and the best lookup as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for method in ("fine-tune", "from scratch", "xgboost"):
+        pts = sorted((k, v["pca"]) for (m, k), v in mean.items() if m == method and k > 0)
+        ax.plot([100 * k for k, _ in pts], [p for _, p in pts], "o-", label=method)
+    ax.axhline(mean["zero-shot", 0.0]["pca"], color="gray", ls="--", label="zero-shot")
+    best = max((v["pca"], m) for (m, _), v in mean.items() if m.startswith("lookup"))
+    ax.axhline(best[0], color="black", ls=":", label=f"best {best[1]}")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"% of {new}'s adaptation kernels")
+    ax.set_ylabel("PCA on held-out kernels")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
