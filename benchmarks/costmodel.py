@@ -2,8 +2,10 @@
 
 1. Models x splits x seeds on the shipped dataset (``data/dataset``), side by side in one
    run, with training time: XGBoost pack-sum, segment-sum MLP, our attention model (and its
-   ablation without trace tokens), MetaSchedule's own XGBModel and MLPModel (``ms-xgb``,
-   ``ms-mlp``, at its default 50 epochs; no hardware input), and on the by-hardware split the
+   ablation without trace tokens, and three tries where it trails XGBoost: a mixed pairwise +
+   LambdaRank loss, features standardized per task, an ensemble with XGBoost), MetaSchedule's
+   own XGBModel and MLPModel (``ms-xgb``, ``ms-mlp``, at its default 50 epochs; no hardware
+   input), and on the by-hardware split the
    lookup baseline from each other configuration. Our networks pick their epoch on a
    validation share of the training kernels. Mean and spread (max - min) over the seeds;
    TenSet's metrics and its top-1/top-5 network scores.
@@ -12,6 +14,7 @@
    the first of them with k% of its kernels (k = 1, 2, 5, 10, 100).
 
     python benchmarks/costmodel.py [--epochs 15] [--seeds 0,1,2] [--unseen ID,...]
+        [--models "xgb;mlp;attention"]   # a subset of the models (default: all)
 
 Resumable: finished steps are kept in ``docs/results/costmodel/steps.json``.
 """
@@ -43,6 +46,10 @@ def make_models(epochs: int, ms_mlp_epochs: int | None, seed: int) -> dict:
         "mlp": lambda: create("mlp", **ours),
         "attention": lambda: create("attention", **ours),
         "attention (stores only)": lambda: create("attention", **ours, net={"trace": False}),
+        # Where ours trails XGBoost: a mixed loss, features standardized per task, an ensemble.
+        "attention (mixed loss)": lambda: create("attention", **ours, loss="mixed"),
+        "attention (per-task features)": lambda: create("attention", **ours, per_task=True),
+        "attention + xgb": lambda: create("ensemble", seed=seed, epochs=epochs),
         "ms-xgb": lambda: create("ms-xgb"),
         "ms-mlp": lambda: create("ms-mlp", seed=seed, epochs=ms_mlp_epochs),
     }
@@ -69,6 +76,7 @@ def compare(data, args, unseen: list[str], steps: Steps) -> list[dict]:
             (name, seed, factory)
             for seed in args.seeds
             for name, factory in make_models(args.epochs, args.ms_mlp_epochs, seed).items()
+            if args.models is None or name in args.models
         ]
         if split.startswith("by-hardware"):  # learns nothing: one seed is all there is
             plans += [(f"lookup {s}", args.seeds[0], lambda s=s: create("lookup", source=s))
@@ -187,10 +195,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--ms-mlp-epochs", type=int, help="default: MetaSchedule's (50)")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    parser.add_argument("--models", help="semicolon-separated model names (default: all)")
     parser.add_argument("--unseen", default="epyc-znver4-2c-sse4.2,epyc-znver4-1c-sse4.2",
                         help="hardware ids (or this host's aliases) held out")  # fmt: skip
     args = parser.parse_args()
     args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.models = args.models.split(";") if args.models else None
     data = load_cost_data(DATASET)
     unseen = [hardware_name(name) for name in args.unseen.split(",")]
     steps = Steps(OUT / "costmodel" / "steps.json", {

@@ -432,3 +432,22 @@ def test_the_lookup_baseline_ranks_by_the_same_programs_latency_elsewhere():
     assert metrics["pca"] == pytest.approx(5 / 6) and metrics["peak@1"] == 1.0
     with pytest.raises(CostModelError, match="nothing to save"):
         model.save("x.json")
+
+
+def test_ensemble_per_task_features_and_the_mixed_loss(tmp_path):
+    from transtune.costmodel.data import standardized_per_group
+
+    data = synthetic_data(groups=6, per_group=16)
+    rows = np.arange(len(data))
+    normal = standardized_per_group(data, rows[data.group == 2])
+    stores = normal.segments(rows[data.group == 2])
+    x = np.concatenate(stores)
+    assert np.allclose(x.mean(0), 0, atol=1e-5) and np.allclose(x.std(0), 1, atol=1e-4)
+    assert np.array_equal(normal.stores[: data.offsets[16]], data.stores[: data.offsets[16]])
+    torch_model = create("attention", epochs=3, loss="mixed", per_task=True)
+    ensemble = create("ensemble", members=("mlp", "xgb"), epochs=3).fit(data)
+    assert ensemble.score(data)["pca"] > 0.6  # random: 0.5
+    ensemble.save(tmp_path / "e.json")
+    again = load(tmp_path / "e.json")
+    assert np.allclose(again.predict(data), ensemble.predict(data), atol=1e-5)
+    assert torch_model.fit(data).score(data)["pca"] > 0.55

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +82,27 @@ class CostData:
         o = self.token_offsets
         return [(self.token_kind[o[i] : o[i + 1]], self.token_values[o[i] : o[i + 1]])
                 for i in index]  # fmt: skip
+
+
+def standardized_per_group(data: CostData, rows: np.ndarray) -> CostData:
+    """``data`` with the store features of rows ``rows`` standardized within each group (one
+    kernel on one configuration: mean 0, standard deviation 1 per feature over the group's
+    stores among ``rows``; a constant feature becomes 0), so that a model compares a kernel's
+    schedules with each other rather than kernels by their scale. Other rows keep theirs."""
+    lengths = np.diff(data.offsets)
+    owner = np.repeat(np.arange(len(data)), lengths)  # the record of each store row
+    chosen = np.zeros(len(data), bool)
+    chosen[rows] = True
+    picked = np.flatnonzero(chosen[owner])
+    stores = data.stores.copy()
+    groups = data.group[owner[picked]]
+    order = np.argsort(groups, kind="stable")
+    bounds = np.flatnonzero(np.diff(groups[order])) + 1
+    for part in np.split(picked[order], bounds):
+        x = stores[part]
+        std = x.std(0)
+        stores[part] = (x - x.mean(0)) / np.where(std > 0, std, 1.0)
+    return replace(data, stores=stores)
 
 
 def _ragged_take(offsets: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

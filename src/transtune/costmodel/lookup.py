@@ -54,5 +54,5 @@ class LookupModel(_Base):
         floor = np.nanmin(scores) - 1.0 if np.isfinite(scores).any() else 0.0
         return np.where(np.isnan(scores), floor, scores)
 
-    def save(self, path) -> None:
+    def payload(self) -> dict:
         raise CostModelError("the lookup baseline learns nothing to save")

@@ -54,4 +54,11 @@ def regression(score: torch.Tensor, label: torch.Tensor, group: torch.Tensor) ->
     return torch.nn.functional.mse_loss(score, label)
 
 
-LOSSES = {"lambdarank": lambdarank, "pairwise": pairwise, "regression": regression}
+def mixed(score: torch.Tensor, label: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """RankNet plus LambdaRank: every pair counts, the pairs that move the top count more."""
+    return pairwise(score, label, group) + lambdarank(score, label, group)
+
+
+LOSSES = {
+    "lambdarank": lambdarank, "pairwise": pairwise, "mixed": mixed, "regression": regression,
+}  # fmt: skip

@@ -94,7 +94,8 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
 
                 rng = np.random.default_rng(len(data))
                 rows = np.sort(rng.choice(len(data), min(len(data), self.update_rows), False))
-                train(self.model.net, data, rows, "pairwise", self.update_steps, 64, 1e-4,
+                inputs = self.model._inputs(data, rows)  # as its offline training saw them
+                train(self.model.net, inputs, rows, "pairwise", self.update_steps, 64, 1e-4,
                       seed=len(data))  # fmt: skip
             elif isinstance(self.model, XGBCostModel):
                 self.model.boost(data, rounds=self.update_steps)

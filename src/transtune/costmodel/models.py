@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import TranstuneError
 from ..files import write_text_atomic
-from .data import CostData
+from .data import CostData, standardized_per_group
 from .metrics import evaluate
 
 FORMAT_VERSION = 2  # 2: the attention network reads trace tokens
@@ -67,6 +67,13 @@ class _Base:
     def _header(self) -> dict:
         return {"kind": self.kind, "format": FORMAT_VERSION, "config": asdict(self.config),
                 "classes": self.classes, "trained_on": self.trained_on}  # fmt: skip
+
+    def payload(self) -> dict:
+        """What :meth:`save` writes (and :func:`load` reads), as one JSON object."""
+        raise CostModelError(f"a {self.kind} model is not saved")
+
+    def save(self, path: str | Path) -> None:
+        write_text_atomic(path, json.dumps(self.payload()))
 
 
 @dataclass
@@ -130,9 +137,8 @@ class XGBCostModel(_Base):
         """Continue boosting on ``data`` (``rounds`` more trees): online updates in a search."""
         return self.fit(data, index, rounds=rounds, warm=True)
 
-    def save(self, path: str | Path) -> None:
-        raw = self.booster.save_raw("json").decode()
-        write_text_atomic(path, json.dumps({**self._header(), "booster": raw}))
+    def payload(self) -> dict:
+        return {**self._header(), "booster": self.booster.save_raw("json").decode()}
 
     @classmethod
     def _from(cls, payload: dict) -> XGBCostModel:
@@ -157,6 +163,7 @@ class TorchConfig:
     seed: int = 0
     net: dict = field(default_factory=dict)  # keyword arguments of the network
     validation: float = 0.0  # share of the training kernels held out to pick the best epoch
+    per_task: bool = False  # store features standardized within each group (kernel, config)
 
 
 class TorchCostModel(_Base):
@@ -186,9 +193,10 @@ class TorchCostModel(_Base):
         self.classes = self.classes or list(data.classes)
         rows = self._rows(data, index)
         self._note_hardware(data, rows)
+        inputs = self._inputs(data, rows)
         rows, held = _hold_out_kernels(data, rows, c.validation, c.seed)
         self.history = train(
-            self.net, self._aligned(data), rows, c.loss, c.epochs, c.groups_per_batch, c.lr,
+            self.net, inputs, rows, c.loss, c.epochs, c.groups_per_batch, c.lr,
             c.weight_decay, c.seed, on_epoch, held,
         )  # fmt: skip
         return self
@@ -196,15 +204,22 @@ class TorchCostModel(_Base):
     def predict(self, data: CostData, index=None) -> np.ndarray:
         from .train import predict
 
-        return predict(self.net, self._aligned(data), self._rows(data, index))
+        rows = self._rows(data, index)
+        return predict(self.net, self._inputs(data, rows), rows)
 
-    def save(self, path: str | Path) -> None:
+    def _inputs(self, data: CostData, rows: np.ndarray) -> CostData:
+        """What the network reads of rows ``rows``: class ids in this model's meaning, and
+        with ``per_task`` the store features standardized within each group."""
+        data = self._aligned(data)
+        return standardized_per_group(data, rows) if self.config.per_task else data
+
+    def payload(self) -> dict:
         import torch
 
         buffer = io.BytesIO()
         torch.save(self.net.state_dict(), buffer)
         state = buffer.getvalue().hex()
-        write_text_atomic(path, json.dumps({**self._header(), "state": state}))
+        return {**self._header(), "state": state}
 
     @classmethod
     def _from(cls, payload: dict) -> TorchCostModel:
@@ -230,8 +245,60 @@ def _hold_out_kernels(data: CostData, rows: np.ndarray, share: float, seed: int)
     return rows[~mask], rows[mask]
 
 
-KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel}
-NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp", "lookup")
+class EnsembleModel(_Base):
+    """Several cost models as one: a row's score is the weighted mean of its members' scores,
+    each standardized within the row's group (within a group only the order means anything,
+    and members score on different scales)."""
+
+    kind = "ensemble"
+
+    def __init__(self, members: list, weights: list[float] | None = None) -> None:
+        self.members = members
+        self.weights = list(weights or [1.0] * len(members))
+        self.config = None
+
+    @property
+    def uses_trace(self) -> bool:
+        return any(m.uses_trace for m in self.members)
+
+    def fit(self, data: CostData, index=None) -> EnsembleModel:
+        for m in self.members:
+            m.fit(data, index)
+        self.classes, self.trained_on = self.members[0].classes, self.members[0].trained_on
+        return self
+
+    def predict(self, data: CostData, index=None) -> np.ndarray:
+        rows = self._rows(data, index)
+        group = data.group[rows]
+        total = np.zeros(len(rows))
+        for m, w in zip(self.members, self.weights, strict=True):
+            total += w * _standardized(np.asarray(m.predict(data, rows), float), group)
+        return total / sum(self.weights)
+
+    def payload(self) -> dict:
+        return {"kind": self.kind, "format": FORMAT_VERSION, "weights": self.weights,
+                "members": [m.payload() for m in self.members]}  # fmt: skip
+
+    @classmethod
+    def _from(cls, payload: dict) -> EnsembleModel:
+        members = [KINDS[p["kind"]]._from(p) for p in payload["members"]]
+        model = cls(members, payload["weights"])
+        model.classes, model.trained_on = members[0].classes, members[0].trained_on
+        return model
+
+
+def _standardized(score: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """``score`` minus its group's mean, over its group's standard deviation (0 if constant)."""
+    out = np.zeros_like(score)
+    for g in np.unique(group):
+        s = score[group == g]
+        std = s.std()
+        out[group == g] = (s - s.mean()) / (std if std > 0 else 1.0)
+    return out
+
+
+KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel, "ensemble": EnsembleModel}
+NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp", "lookup", "ensemble")
 
 
 def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _Base:
@@ -239,7 +306,8 @@ def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _B
     or ``attention`` (ours; ``options`` are :class:`XGBConfig` or :class:`TorchConfig`
     fields, e.g. ``net={"trace": False}``), ``ms-xgb`` or ``ms-mlp`` (MetaSchedule's own, as
     peers; they import TVM), ``lookup`` (the cross-hardware baseline; ``source=`` the
-    hardware id whose latencies it reuses). ``epochs``: of the torch models (None: their
+    hardware id whose latencies it reuses), ``ensemble`` (``members=`` names, default
+    attention and xgb; ``weights=``). ``epochs``: of the torch models (None: their
     default)."""
     torch_epochs = {} if epochs is None else {"epochs": epochs}
     if name == "xgb":
@@ -256,6 +324,11 @@ def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _B
         from .lookup import LookupModel
 
         return LookupModel(**options)
+    if name == "ensemble":  # members=("attention", "xgb"), weights=None, each created by name
+        members = options.pop("members", ("attention", "xgb"))
+        weights = options.pop("weights", None)
+        made = [create(m, seed=seed, epochs=epochs, **options) for m in members]
+        return EnsembleModel(made, weights)
     raise CostModelError(f"unknown cost model {name!r} (one of {', '.join(NAMES)})")
 
 
