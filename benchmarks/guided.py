@@ -1,25 +1,34 @@
 """Guided search benchmark -> docs/results/guided.md (+ guided.png).
 
-On zoo models held out of the cost model's training data, three tuning runs per model from
-the same start (an empty library for the model), one after the other, each in a fresh
-process with the same time budget, alone on the host:
+On zoo models held out of the cost model's training data, tuning runs per model and seed from
+the same start (an empty library for the model), one after the other, each in a fresh process,
+alone on the host:
 
-- ``stock``: MetaSchedule's evolutionary search with its XGBoost cost model from scratch;
+- ``stock``: MetaSchedule's evolutionary search with its XGBoost cost model from scratch, for
+  ``--stock-budget`` (longer than the others: the reference every arm is measured against,
+  run until its curve flattens; the page states how much its last quarter still improved);
 - ``guided``: the same search scored by the pre-trained cost model (``LearnedCostModel``,
   updated online from the new measurements), with ``GUIDED_SEARCH``'s smaller population;
 - ``transfer+guided``: transfer-tuning from the shipped schedule library (which holds none of
-  these models' own schedules), measuring only the two donor schedules per kernel the cost
-  model scores best, then the guided search seeded with the transferred schedules, for what
-  is left of the budget.
+  these models' own schedules, and here none of their kernels: workloads identical to one of
+  the model's kernels are left out of the copy, and counted), measuring only the two donor
+  schedules per kernel the cost model scores best, then the guided search seeded with the
+  transferred schedules, for what is left of the budget;
+- ``stock@16`` (ablation): stock MetaSchedule with the guided arms' round size *and*
+  population, so that it differs from ``guided`` in the cost model alone.
 
 Every arm's clock starts after kernel extraction, the builder's start and the untuned
 measurement (``tune`` starts its curve there; the transfer step's own are subtracted).
 
-The time each needs to reach the stock run's final estimated latency is read off the curves
-(estimated latency = sum over kernels of weight x best measured latency).
+The time each needs to reach the same seed's stock run's final estimated latency is read off
+the curves (estimated latency = sum over kernels of weight x best measured latency), as a
+share of the time the stock run took to get there; means and spreads over the seeds.
+``--checkpoint`` runs the guided arms with another checkpoint (one fine-tuned on a new CPU,
+say); the result files name it.
 
     python benchmarks/guided.py train [--epochs 15]     # checkpoint without the held-out nets
-    python benchmarks/guided.py run [--models m1,m2] [--budget 600]
+    python benchmarks/guided.py run [--models m1,m2] [--seeds 0,1,2] [--budget 1200]
+        [--stock-budget 2400] [--arms stock,guided,...] [--checkpoint PATH]
     python benchmarks/guided.py report
 """
 
@@ -27,13 +36,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import meta_lines, write_result
+from common import merge_summary, meta_lines, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
@@ -44,8 +52,7 @@ LIBRARY = ROOT / "data" / "library" / "zoo-host.db"
 # Held out of the cost model's training data (TenSet's held-out networks) and not among the
 # models whose tuned schedules the library holds.
 MODELS = ("mobilenet_v2", "resnext50_32x4d", "bert_base")
-ARMS = ("stock", "guided", "transfer+guided")
-ABLATIONS = ("stock@16",)  # stock with the guided arms' round size (run with --arms)
+ARMS = ("stock", "guided", "transfer+guided", "stock@16")
 # Candidates measured per search round. Stock keeps MetaSchedule's default, which its XGBoost
 # trained from scratch needs to learn from; a pre-trained model's top 16 are worth measuring,
 # so the guided arms spread the same time over more rounds (and more kernels early on).
@@ -65,7 +72,7 @@ def train(epochs: int) -> None:
     )  # fmt: skip
 
 
-def arm(model_name: str, which: str, budget: float, out: Path) -> None:
+def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path, out: Path):
     """One tuning run, in this process."""
     from transtune.costmodel.metaschedule import LearnedCostModel
     from transtune.frontend import from_zoo
@@ -79,17 +86,18 @@ def arm(model_name: str, which: str, budget: float, out: Path) -> None:
     config = get_config("host")
     model = from_zoo(model_name)
     kernels = extract_kernels(model.mod, config)
-    cost_model, search = "xgb", None
+    cost_model, search = "xgb", None if which == "stock" else GUIDED_SEARCH
     if not which.startswith("stock"):
-        search = GUIDED_SEARCH
         classes = {k.workload_hash: k.kernel_class for k in kernels}
-        cost_model = LearnedCostModel(str(CHECKPOINT), describe(config).vector(), classes)
+        cost_model = LearnedCostModel(str(checkpoint), describe(config).vector(), classes)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "lib.db"
-        offset, start_points = 0.0, []
+        offset, start_points, excluded = 0.0, [], 0
         if which == "transfer+guided":
-            shutil.copy(LIBRARY, path)
-            with open_library(path) as lib:
+            with open_library(LIBRARY, read_only=True) as shipped, open_library(path) as lib:
+                same = {shipped.find_workload(k.mod) for k in kernels} - {None}
+                lib.merge(shipped, exclude=same)
+                excluded = len(same)
                 donors = lib.info()["models"]
                 if model_name in donors:
                     raise SystemExit(f"{LIBRARY} holds {model_name}'s own tuned schedules")
@@ -100,155 +108,203 @@ def arm(model_name: str, which: str, budget: float, out: Path) -> None:
                                 (0, offset, result.estimated_latency)]  # fmt: skip
         with open_library(path) as lib:
             tuned = tune(model, lib, config, time_budget=budget - offset, cost_model=cost_model,
-                         num_trials_per_iter=PER_ITER[which], search=search)  # fmt: skip
+                         num_trials_per_iter=PER_ITER[which], search=search, seed=seed)  # fmt: skip
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
-    write_result(out, {"model": model_name, "arm": which, "budget": budget,
-                       "transfer_seconds": offset, "curve": curve}, config.num_threads)  # fmt: skip
+    write_result(out, {
+        "model": model_name, "arm": which, "seed": seed, "budget": budget,
+        "checkpoint": str(checkpoint.relative_to(ROOT)) if checkpoint.is_relative_to(ROOT)
+        else str(checkpoint),
+        "exact_matches_excluded": excluded, "transfer_seconds": offset, "curve": curve,
+    }, config.num_threads)  # fmt: skip
 
 
-def run(models: list[str], budget: float, arms: list[str]) -> None:
+def result_path(model: str, which: str, seed: int) -> Path:
+    return DATA / f"{model}_{which}_s{seed}.json"
+
+
+def run(models, arms, seeds, budget: float, stock_budget: float, checkpoint: Path) -> None:
     DATA.mkdir(parents=True, exist_ok=True)
-    for model in models:
-        for which in arms:
-            out = DATA / f"{model}_{which}.json"
-            if out.exists():  # resumable: delete an arm's file to run it again
-                print(f"{model}: {which} done before ({out})", flush=True)
-                continue
-            print(f"{model}: {which} ...", flush=True)
-            subprocess.run(
-                [sys.executable, __file__, "arm", model, which, "--budget", str(budget),
-                 "--out", str(out)],
-                check=True,
-            )  # fmt: skip
+    for seed in seeds:
+        for model in models:
+            for which in arms:
+                out = result_path(model, which, seed)
+                if out.exists():  # resumable: delete an arm's file to run it again
+                    print(f"{model} s{seed}: {which} done before ({out})", flush=True)
+                    continue
+                print(f"{model} s{seed}: {which} ...", flush=True)
+                seconds = stock_budget if which == "stock" else budget
+                subprocess.run(
+                    [sys.executable, __file__, "arm", model, which, "--budget", str(seconds),
+                     "--seeds", str(seed), "--checkpoint", str(checkpoint), "--out", str(out)],
+                    check=True,
+                )  # fmt: skip
 
 
 def time_to_reach(curve: list, latency: float) -> float | None:
     return next((s for _, s, lat in curve if lat <= latency), None)
 
 
+def runs() -> dict[str, dict[str, dict[int, dict]]]:
+    """model -> arm -> seed -> result, of the runs made on these terms (results of the earlier
+    single-seed protocol, which have no seed, are left out)."""
+    out: dict[str, dict[str, dict[int, dict]]] = {}
+    for path in sorted(DATA.glob("*.json")):
+        r = json.loads(path.read_text())
+        if "seed" in r:
+            out.setdefault(r["model"], {}).setdefault(r["arm"], {})[r["seed"]] = r
+    return out
+
+
+def shares(by_arm: dict[str, dict[int, dict]], which: str) -> list[float | None]:
+    """Per seed with both runs: ``which``'s time to reach the same seed's stock final, as a
+    share of the time stock took to get there (None: never reached)."""
+    out = []
+    for seed, stock in sorted(by_arm.get("stock", {}).items()):
+        other = by_arm.get(which, {}).get(seed)
+        if other is None:
+            continue
+        final = stock["curve"][-1][2]
+        t = time_to_reach(other["curve"], final)
+        out.append(None if t is None else t / time_to_reach(stock["curve"], final))
+    return out
+
+
+def flattening(curve: list) -> float:
+    """How much better the final estimate is than at three quarters of the run's time."""
+    end = curve[-1][1]
+    at = next(lat for _, s, lat in reversed(curve) if s <= 0.75 * end)
+    return at / curve[-1][2] - 1
+
+
 def report() -> None:
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from transtune.tuning import GUIDED_SEARCH
 
-    runs = {}
-    for path in sorted(DATA.glob("*.json")):
-        r = json.loads(path.read_text())
-        runs.setdefault(r["model"], {})[r["arm"]] = r
-    models = [m for m, arms in runs.items() if set(ARMS) <= set(arms)]
-    metas = {f"{m} {a}": r.get("meta") for m in models for a, r in runs[m].items()}
+    done = runs()
+    models = [m for m, arms in done.items() if "stock" in arms]
+    metas = {
+        f"{m} {a} s{seed}": r.get("meta")
+        for m in models
+        for a, by_seed in done[m].items()
+        for seed, r in by_seed.items()
+    }
     lines = [
         "# Tuning guided by the pre-trained cost model",
         "",
         "Written by `benchmarks/guided.py`. Configuration `host`. Cost model: "
-        "`data/costmodel/attention-by-model.json`, trained on "
+        "`data/costmodel/attention-by-model.json` unless a row says otherwise, trained on "
         "`data/dataset` without the kernels of TenSet's held-out networks (so none of these "
-        "models' kernels). Donor library for transfer: `data/library/zoo-host.db` (six other "
-        "models' tuned schedules). Every run alone on the host, in a fresh process, from an "
-        "empty library for the model. Every clock starts after kernel extraction and the "
-        "untuned measurement; the transfer step counts in the time (its replay, builds, "
-        "numerics checks and measurements). Candidates per search round: "
+        "models' kernels). Donor library for transfer: `data/library/zoo-host.db`, without "
+        "any workload identical to one of the model's kernels. Every run alone on the host, "
+        "in a fresh process, from an empty library for the model; every clock starts after "
+        "kernel extraction and the untuned measurement; the transfer step counts in the time. "
+        "Candidates per search round: "
         + ", ".join(f"{a} {n}" for a, n in PER_ITER.items())
-        + " (stock: MetaSchedule's default, which its XGBoost from scratch learns from). "
-        f"Evolutionary search population: stock arms 512 (MetaSchedule's default), guided arms "
-        f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`). Transfer "
-        f"measures the {TRANSFER_MEASURE_TOP} donor schedules per kernel the cost model "
-        "scores best, of up to 8 replayed.",
+        + f". Evolutionary search population: stock 512 (MetaSchedule's default), the others "
+        f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`; `stock@16` "
+        "differs from `guided` in the cost model alone). Transfer measures the "
+        f"{TRANSFER_MEASURE_TOP} donor schedules per kernel the cost model scores best.",
         "",
         *meta_lines(metas),
         "",
     ]
-    compared = ["guided", "transfer+guided"]
-    compared += [a for a in ABLATIONS if any(a in runs[m] for m in models)]
-    shown = ["stock", *compared]
+    if not models:
+        lines.append("Not run on these terms yet (`python benchmarks/guided.py run`).")
+    compared = [a for a in ARMS[1:] if any(a in done[m] for m in models)]
     lines += [
-        "| model | budget s | stock rounds | stock final ms | "
-        + " | ".join(f"{a}: time to reach" for a in compared)
-        + " |",
-        "|---|---:|---:|---:|" + "---:|" * len(compared),
-    ]
-    finals = ["| model | " + " | ".join(f"{a} final ms" for a in shown) + " |",
-              "|---|" + "---:|" * len(shown)]  # fmt: skip
-    fractions: dict[str, list[float]] = {a: [] for a in compared}
+        "| model | seeds | stock s | stock final ms | stock's last quarter | "
+        + " | ".join(f"{a}: share of stock's time (spread)" for a in compared) + " |",
+        "|---|---:|---:|---:|---:|" + "---:|" * len(compared),
+    ]  # fmt: skip
+    means: dict[str, list[float]] = {a: [] for a in compared}
     fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5 * max(1, len(models)), 3.8))
-    axes = axes if len(models) > 1 else [axes]
+    axes = np.atleast_1d(axes)
     for ax, model in zip(axes, models, strict=False):
-        arms = runs[model]
-        stock = arms["stock"]
-        final = stock["curve"][-1][2]
-        stock_time = time_to_reach(stock["curve"], final)
+        by_arm = done[model]
+        stock = list(by_arm["stock"].values())
         cells = []
         for which in compared:
-            t = time_to_reach(arms[which]["curve"], final) if which in arms else None
-            if which not in arms:
+            got = shares(by_arm, which)
+            reached = [x for x in got if x is not None]
+            if not got:
                 cells.append("not run")
-            elif t is None:
-                cells.append("not reached")
-            else:
-                fractions[which].append(t / stock_time)
-                cells.append(f"{t:.0f} s ({t / stock_time:.0%})")
-        lines.append(
-            f"| {model} | {stock['budget']:.0f} | {len(stock['curve']) - 1} "
-            f"| {1e3 * final:.2f} | " + " | ".join(cells) + " |"
-        )
-        finals.append(f"| {model} | " + " | ".join(
-            f"{1e3 * arms[a]['curve'][-1][2]:.2f}" if a in arms else "not run" for a in shown
-        ) + " |")  # fmt: skip
-        for which in shown:
-            if which not in arms:
                 continue
-            c = arms[which]["curve"]
-            ax.plot([p[1] for p in c], [1e3 * p[2] for p in c], drawstyle="steps-post",
-                    label=which)  # fmt: skip
+            if len(reached) == len(got):
+                means[which].append(float(np.mean(reached)))
+            cells.append(f"{np.mean(reached):.0%} ({np.ptp(reached):.0%})"
+                         + (f", {len(got) - len(reached)} never" if len(reached) < len(got)
+                            else "") if reached else "never")  # fmt: skip
+        lines.append(
+            f"| {model} | {len(stock)} | {stock[0]['budget']:.0f} "
+            f"| {1e3 * np.mean([r['curve'][-1][2] for r in stock]):.2f} "
+            f"| {np.mean([flattening(r['curve']) for r in stock]):.1%} | "
+            + " | ".join(cells)
+            + " |"
+        )
+        for which, by_seed in by_arm.items():
+            for seed, r in sorted(by_seed.items()):
+                c = r["curve"]
+                ax.plot([q[1] for q in c], [1e3 * q[2] for q in c], drawstyle="steps-post",
+                        label=which if seed == min(by_seed) else None,
+                        color=f"C{ARMS.index(which)}", alpha=0.8)  # fmt: skip
         ax.set_yscale("log")
         ax.set_title(model)
         ax.set_xlabel("tuning time, s")
         ax.set_ylabel("estimated latency, ms (log)")
         ax.legend(fontsize=8)
-    lines += ["", *finals]
-    mean = {w: sum(v) / len(v) for w, v in fractions.items() if v}
+    mean = {w: float(np.mean(v)) for w, v in means.items() if v}
     lines += [
         "",
-        "Time to reach is the first point of a curve at or below the stock run's final "
-        "estimate, as a share of the time the stock run took to get there. Mean share: "
-        + ", ".join(f"{w} {m:.0%}" for w, m in mean.items())
-        + " (over the models where it was reached). Stock rounds: batches of 64 candidates "
-        "the stock run measured. MetaSchedule's gradient scheduler gives every kernel one batch "
-        "before it favours any; `tune` hands it the kernels largest share of the estimated "
-        "latency first (in every arm), so with fewer rounds than kernels the ones a run never "
-        "reached are the smallest. `stock@16` is an ablation: stock MetaSchedule with the "
-        "guided arms' round size, to tell what the smaller rounds give from what the "
-        "pre-trained model gives.",
+        "Share: the first point of an arm's curve at or below the same seed's stock final "
+        "estimate, over the time stock took to get there; mean over seeds (spread = max - "
+        "min). Stock's last quarter: how much better its final estimate is than at three "
+        "quarters of its time (near 0: flattened). Mean share over the models where every "
+        "seed reached it: "
+        + (", ".join(f"{w} {m:.0%}" for w, m in mean.items()) or "none")
+        + ". Goals: guided <= 25%, transfer+guided <= 10%.",
         "",
         "![curves](guided.png)",
         "",
     ]
     fig.tight_layout()
     fig.savefig(OUT / "guided.png", dpi=110)
+    plt.close(fig)
     (OUT / "guided.md").write_text("\n".join(lines))
     print("\n".join(lines))
+    if "guided" in mean and "transfer+guided" in mean:
+        seeds = min(len(done[m]["stock"]) for m in models)
+        merge_summary("guided", {"guided.mean_share": mean["guided"],
+                                 "guided.transfer_mean_share": mean["transfer+guided"],
+                                 "guided.seeds": seeds})  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["train", "run", "arm", "report"])
     parser.add_argument("model", nargs="?")
-    parser.add_argument("which", nargs="?", choices=ARMS + ABLATIONS)
+    parser.add_argument("which", nargs="?", choices=ARMS)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--arms", default=",".join(ARMS), help=f"also: {', '.join(ABLATIONS)}")
-    parser.add_argument("--budget", type=float, default=600.0)
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--budget", type=float, default=1200.0, help="seconds, the guided arms")
+    parser.add_argument("--stock-budget", type=float, default=2400.0, help="seconds, stock")
+    parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
     args = parser.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",")]
     if args.step == "train":
         train(args.epochs)
     elif args.step == "arm":
-        arm(args.model, args.which, args.budget, args.out)
+        arm(args.model, args.which, args.budget, seeds[0], args.checkpoint.resolve(), args.out)
     elif args.step == "run":
-        run(args.models.split(","), args.budget, args.arms.split(","))
+        run(args.models.split(","), args.arms.split(","), seeds, args.budget, args.stock_budget,
+            args.checkpoint.resolve())  # fmt: skip
         report()
     else:
         report()

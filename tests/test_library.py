@@ -199,6 +199,8 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path, library_ur
         assert b.merge(a) == (1, 3)  # everything, failures included, but what b holds
         assert b.count_records(bid) == 5 and len(b.curve("tune:m1:host")) == 1
         assert b.merge(a) == (1, 0) and b.merge(b) == (1, 0)  # repeated and self-merge: no-ops
+        with open_library(tmp_path / "c.db") as c:  # a workload left out, and its records
+            assert c.merge(a, exclude={wid}) == (0, 0) and c.count_records() == 0
         # Compaction keeps the best records per workload and target, and every curve.
         assert a.kernel_classes() == {wid: "matmul"}
         a.snapshot(tmp_path / "copy.db")

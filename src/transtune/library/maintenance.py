@@ -5,6 +5,7 @@ prints."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,18 @@ _BEYOND = (
 class Maintenance:
     """Merge, compact and summarize a library."""
 
-    def merge(self, other, top_k: int | None = None) -> tuple[int, int]:
+    def merge(
+        self, other, top_k: int | None = None, exclude: Collection[int] = ()
+    ) -> tuple[int, int]:
         """Copy ``other``'s workloads, their models, runs, curves and records (only the
         ``top_k`` fastest successful ones per workload and target, when given) into this
         library, in one transaction, skipping records it holds already (a merge repeated adds
-        nothing). Returns (workloads, records) copied."""
+        nothing) and the workloads of ``other`` whose ids are in ``exclude`` (with their
+        records). Returns (workloads, records) copied."""
         ids: dict[int, int] = {}
         for wid, mod, kernel_class, flops in other.workloads():
-            ids[wid] = self.add_workload(mod, kernel_class, flops)
+            if wid not in exclude:
+                ids[wid] = self.add_workload(mod, kernel_class, flops)
         rank = "ROW_NUMBER() OVER (PARTITION BY r.workload_id, t.id ORDER BY r.mean_secs, r.id)"
         rows = other._query(
             f"SELECT * FROM (SELECT r.id, r.workload_id, t.key, t.name, r.trace, r.args_info, "
@@ -40,6 +45,7 @@ class Maintenance:
                 else ") AS ranked"
             )
         )
+        rows = [row for row in rows if row[1] in ids]
         from .trust import trace_problem
 
         for rid, _, _, _, trace, *_ in rows:
@@ -51,7 +57,11 @@ class Maintenance:
         with self.transaction() as cur:
             cur.executemany(
                 "INSERT OR REPLACE INTO workload_models VALUES (?, ?, ?, ?)",
-                [(ids[w], *rest) for w, *rest in other._query("SELECT * FROM workload_models")],
+                [
+                    (ids[w], *rest)
+                    for w, *rest in other._query("SELECT * FROM workload_models")
+                    if w in ids
+                ],
             )
             cur.executemany(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
