@@ -2,15 +2,12 @@
 throughput against stock MetaSchedule measurement, size on disk, load time and memory.
 
     python benchmarks/dataset.py collect [--minutes M]   # grow data/dataset (resumable)
-    python benchmarks/dataset.py deep [--minutes M]      # 256 per kernel on host (resumable)
     python benchmarks/dataset.py compare [--kernels 4] [--samples 32]
     python benchmarks/dataset.py report
 
-``collect`` works through MODELS in order with every host configuration; ``deep`` measures
-DEEP_SAMPLES schedules per kernel on the full-ISA configuration (``host``, the sampling
-target) for every batch-1 kernel of the by-model test models, then for DEEP_TRAIN training
-kernels spread over classes and FLOPs (:func:`deep_kernels`); ``compare`` runs
-both sides on the same kernels, sample count and evaluator, each in a fresh process, alone.
+``collect`` works through MODELS in order with every host configuration (the deep data of the
+cost-model issue: ``benchmarks/deep.py``); ``compare`` runs both sides on the same kernels,
+sample count and evaluator, each in a fresh process, alone.
 """
 
 from __future__ import annotations
@@ -40,11 +37,8 @@ MODELS = [
 PASSES = [(1, None, None), (4, 160, 64)]
 CONFIGS = "host,host-1core,host-avx2,host-avx2-1core,host-sse4.2,host-sse4.2-1core"
 PER_KERNEL = 32
-# Deep data (the cost-model issue): TenSet's by-model test models, and training kernels.
+# TenSet's by-model test models (collected first by the deep and the second-CPU collections).
 TEST_MODELS = ["resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_tiny", "bert_base"]
-DEEP_SAMPLES = 256
-DEEP_TRAJECTORY = 64  # programs a search visits per deep kernel, beside the random samples
-DEEP_TRAIN = 150
 
 
 def collect(minutes: float) -> None:
@@ -66,72 +60,6 @@ def collect(minutes: float) -> None:
                 command += ["--sizes", str(size)]
             if subprocess.run(command).returncode != 0:
                 return  # interrupted or failed: stop here, rerun resumes
-
-
-def deep_kernels(train_count: int = DEEP_TRAIN) -> list:
-    """Batch-1 kernels of the test models, then ``train_count`` kernels of the other models:
-    classes in turn (largest total FLOPs first), each class's kernels in an order that
-    spreads over its FLOPs range (median, extremes, then the middles of the gaps)."""
-    from transtune.dataset import dataset_kernels
-
-    test = dataset_kernels(TEST_MODELS)
-    seen = {dk.kernel.workload_hash for dk in test}
-    by_class: dict[str, list] = {}
-    for dk in dataset_kernels([m for m in MODELS if m not in TEST_MODELS]):
-        if dk.kernel.workload_hash not in seen:
-            by_class.setdefault(dk.kernel.kernel_class, []).append(dk)
-    queues = []
-    for kernels in by_class.values():
-        kernels.sort(key=lambda dk: (dk.kernel.flops, dk.kernel.workload_hash))
-        queues.append([kernels[i] for i in _spread(len(kernels))])
-    queues.sort(key=lambda q: -sum(dk.kernel.flops for dk in q))
-    train = []
-    while len(train) < train_count and any(queues):
-        for q in queues:
-            if q and len(train) < train_count:
-                train.append(q.pop(0))
-    return test + train
-
-
-def _spread(n: int) -> list[int]:
-    """0..n-1 in the order median, ends, then midpoints of the largest gaps."""
-    if n <= 2:
-        return list(range(n))
-    order, intervals = [n // 2, 0, n - 1], [(0, n // 2), (n // 2, n - 1)]
-    while len(order) < n:
-        intervals.sort(key=lambda iv: iv[0] - iv[1])
-        lo, hi = intervals.pop(0)
-        if hi - lo < 2:
-            continue
-        mid = (lo + hi) // 2
-        order.append(mid)
-        intervals += [(lo, mid), (mid, hi)]
-    return order
-
-
-def deep(minutes: float) -> None:
-    """Measure DEEP_SAMPLES random schedules of every deep kernel on ``host``, and the
-    DEEP_TRAJECTORY programs a search visits, until ``minutes`` have passed (Ctrl-C stops
-    after the kernel in hand); what the dataset holds is skipped."""
-    import signal
-
-    from transtune.dataset import collect as collect_dataset
-
-    kernels = deep_kernels()
-    print(f"{len(kernels)} kernels", flush=True)
-    deadline = time.time() + 60 * minutes
-    signal.signal(signal.SIGALRM, lambda *_: signal.raise_signal(signal.SIGINT))
-    signal.alarm(max(1, int(deadline - time.time())))
-
-    def progress(dk, stats) -> None:
-        print(f"{stats.kernels_done + stats.kernels_skipped}/{len(kernels)} "
-              f"{dk.kernel.kernel_class} {stats.records} records "
-              f"{stats.records_per_minute:.0f}/min", flush=True)  # fmt: skip
-
-    stats = collect_dataset(
-        str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=DEEP_TRAJECTORY
-    )
-    print(stats, flush=True)
 
 
 def summary() -> dict:
@@ -397,7 +325,7 @@ def report() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "step", choices=["collect", "deep", "summary", "compare", "side", "load", "json", "report"]
+        "step", choices=["collect", "summary", "compare", "side", "load", "json", "report"]
     )
     parser.add_argument("which", nargs="?")
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -408,8 +336,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.step == "collect":
         collect(args.minutes)
-    elif args.step == "deep":
-        deep(args.minutes)
     elif args.step == "summary":
         summary()
     elif args.step == "compare":

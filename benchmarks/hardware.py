@@ -9,7 +9,7 @@
 the CPU with the most records) measured again on this host's ``host`` and ``host-1core``, model
 by model and pass by pass as ``benchmarks/dataset.py`` collected them, test models first (each
 a fresh, resumable ``transtune dataset collect --programs-from`` process). On a CPU the
-dataset has already, it says so: deepen that CPU's data instead (``dataset.py deep``).
+dataset has already, it says so: deepen that CPU's data instead (``deep.py``).
 
 ``costmodel``: pre-trained on every configuration of the other CPUs, evaluated on half of the
 new CPU's kernels (its full-ISA 2-thread id), adapted with the records of k% of the other
@@ -75,7 +75,7 @@ def collect(minutes: float) -> None:
     here, held = host_info().mcpu, cpus()
     if here in held:
         print(f"the dataset has this CPU ({here}) already: deepen it instead, "
-              "python benchmarks/dataset.py deep")  # fmt: skip
+              "python benchmarks/deep.py")  # fmt: skip
         return
     from transtune.dataset import load_records
 
