@@ -11,8 +11,10 @@ measured peak GFLOP/s and memory bandwidth of the configuration's hardware descr
 roofline: attainable = min(peak, FLOPs/byte x bandwidth), bytes = the kernel's arguments, read
 or written once); then the model end to end with those schedules, PyTorch and ONNX Runtime at
 the same thread count, and the sum of weight x kernel time against the measured model time
-(what the Relax VM, layout transforms and copies add). ``levers``: each model tuned with
-BUDGET candidates per kernel in every lowering (``data/library/levers/``, resumable), then
+(what the Relax VM, layout transforms and copies add), each call's time inside the model
+(``CompiledModel.profile``) and ONNX Runtime's profile by operator. ``levers``: each model
+tuned with BUDGET candidates per kernel in every lowering (``data/library/levers/``,
+resumable), then
 timed end to end with each beside ONNX Runtime and PyTorch, in one process. Figures merge
 into summary.json as ``ceiling.<model>.*``.
 """
@@ -84,15 +86,21 @@ def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict]
     return rows, device.as_dict(), model
 
 
-def end_to_end(model, config, library_path: Path, **options) -> dict:
-    """The model with ``library_path``'s schedules (and, by default, its peers), timed."""
-    from transtune.benchmark import benchmark
+def end_to_end(model, config, library_path: Path) -> tuple[dict, dict, dict]:
+    """The model with ``library_path``'s schedules timed beside PyTorch and ONNX Runtime
+    (interleaved); then where its inference goes (each call in the model, the Relax VM's
+    builtins among them) and where ONNX Runtime's goes (its profiler, by node and operator)."""
+    from transtune.benchmark import compare, onnxruntime_profile
+    from transtune.compile import compile_model
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
 
     with open_library(library_path, read_only=True) as lib:
-        result = benchmark(model, config, LibraryDatabase(lib, config), REPEAT, **options)
-    return _timings(result)
+        database = LibraryDatabase(lib, config)
+        timings = _timings(compare(model, {"tvm-tuned": (config, database)}, REPEAT))
+        profile = compile_model(model, config, database).profile(model.inputs, REPEAT)
+    ort = onnxruntime_profile(model, config.num_threads, REPEAT)
+    return timings, profile, {**ort, "nodes": ort["nodes"][:20]}
 
 
 def _timings(result) -> dict:
@@ -121,11 +129,12 @@ def run(models: list[str], lowering: str, library: str | None) -> None:
             print(f"{name}: no library at {path}; skipped")
             continue
         rows, device, model = kernel_rows(name, path, config)
-        e2e = end_to_end(model, config, path)
+        e2e, profile, ort = end_to_end(model, config, path)
         write_result(DATA / f"{name}.json",
                      {"model": name, "lowering": lowering, "library": str(path.relative_to(ROOT)),
                       "tuning": tuning(path, name), "kernels": rows, "device": device,
-                      "end_to_end": e2e}, config.num_threads)  # fmt: skip
+                      "end_to_end": e2e, "tvm_profile": profile, "ort_profile": ort},
+                     config.num_threads)  # fmt: skip
         print(name, json.dumps(e2e))
 
 
@@ -229,7 +238,8 @@ def report() -> None:
         "",
         "Sum of kernels = weight x each kernel rebuilt and timed alone; TVM tuned = the whole "
         f"model on the Relax VM (median of {REPEAT}, min-max in brackets), beside PyTorch and "
-        "ONNX Runtime in the same process, numerics checked (max relative error below 1e-3). "
+        "ONNX Runtime in the same process (interleaved, `benchmark.compare`, in runs since "
+        "2026-12-01), numerics checked (max relative error below 1e-3). "
         "The bandwidth is DRAM's (a triad over 3 x 64 MiB): kernels whose data stays in cache "
         "run above that roof.",
         "",
@@ -275,6 +285,7 @@ def report() -> None:
                 f"{k['achieved_gflops']:.0f} | {100 * k['peak_fraction']:.0f}% | "
                 f"{100 * k['achieved_gflops'] / k['attainable_gflops']:.0f}% |"
             )
+        lines += _profile_lines(r)
     lines += ["", "![roofline](ceiling_roofline.png)", ""]
     (OUT / "ceiling.md").write_text("\n".join(lines))
     hardware = sorted({r["meta"].get("hardware_id", "?") for r in results})
@@ -292,6 +303,31 @@ def report() -> None:
     fig.savefig(OUT / "ceiling_roofline.png", dpi=110)
     _lever_plot(lever_runs, plt)
     merge_summary("ceiling", {**figures, "ceiling.best_conv_peak_fraction": best_fraction})
+
+
+def _profile_lines(r: dict) -> list[str]:
+    """Where an inference goes, in the model against alone, and ONNX Runtime's by operator."""
+    profile, ort = r.get("tvm_profile"), r.get("ort_profile")
+    if not profile:
+        return []
+    alone = {k["kernel"]: k["weight"] * k["seconds"] for k in r["kernels"] if k["seconds"]}
+    calls = {n: v for n, v in profile.items() if n != "total"}
+    builtins = sum(v["seconds"] for n, v in calls.items() if n.startswith("vm.builtin"))
+    total = profile["total"]["seconds"]
+    lines = ["", f"In the model (one inference, the median of {REPEAT}; instrumented around each "
+             f"call): {1e3 * total:.2f} ms, of which kernels "
+             f"{1e3 * (sum(v['seconds'] for v in calls.values()) - builtins):.2f} ms, the VM's "
+             f"builtins (allocation, checks) {1e3 * builtins:.2f} ms, the rest between calls. "
+             "Alone = weight x the kernel timed by itself (warm caches).", "",
+             "| call | calls | in the model ms | alone ms |", "|---|---|---|---|"]  # fmt: skip
+    for name, v in sorted(calls.items(), key=lambda kv: -kv[1]["seconds"])[:12]:
+        solo = f"{1e3 * alone[name]:.3f}" if name in alone else "-"
+        lines.append(f"| {name} | {v['calls']} | {1e3 * v['seconds']:.3f} | {solo} |")
+    if ort:
+        ops = ", ".join(f"{op} {1e3 * secs:.2f}" for op, secs in list(ort["by_op"].items())[:6])
+        lines += ["", f"ONNX Runtime's profile: {1e3 * ort['total']:.2f} ms an inference; "
+                  f"by operator, ms: {ops}."]  # fmt: skip
+    return lines
 
 
 def _lever_lines(runs: list[dict]) -> list[str]:

@@ -1,6 +1,5 @@
 """Cost models: metric definitions, splits, and every model learning on a real tiny dataset."""
 
-
 import numpy as np
 import pytest
 import torch

@@ -61,3 +61,25 @@ def test_compare_times_builds_and_peers_interleaved_with_numerics(tiny_conv):
     assert [t.matches for t in result.timings[:2]] == [True, True]
     with pytest.raises(ValueError, match="same thread count"):
         compare(model, {"a": builds["nchw"], "b": (get_config("host-1core"), None)})
+
+
+def test_profile_says_where_an_inference_goes(tiny_conv):
+    from transtune.frontend import from_module
+
+    model = from_module(*tiny_conv, name="tiny")
+    compiled = compile_model(model, "host")
+    profile = compiled.profile(model.inputs, repeat=3)
+    kernels = {n: v for n, v in profile.items() if n.startswith("fused_")}
+    assert any(n.startswith("fused_conv2d") for n in kernels)
+    assert all(v["calls"] >= 1 and v["seconds"] > 0 for v in profile.values())
+    inside = sum(v["seconds"] for n, v in profile.items() if n != "total")
+    assert 0 < inside <= profile["total"]["seconds"] * 1.05
+
+
+def test_onnxruntime_profile_names_its_nodes_and_operators(tiny_conv):
+    from transtune.benchmark import onnxruntime_profile
+    from transtune.frontend import from_module
+
+    profile = onnxruntime_profile(from_module(*tiny_conv, name="tiny"), 2, repeat=3)
+    assert "Conv" in profile["by_op"] and profile["nodes"][0]["seconds"] > 0
+    assert sum(profile["by_op"].values()) <= profile["total"] * 1.05
