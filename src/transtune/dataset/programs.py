@@ -10,11 +10,14 @@ spaces' traces) are stored as further spaces of the kernel.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 
 from ..schedules import Sample, rebuild, strip_postproc
 from .store import DatasetError, DatasetStore
+
+log = logging.getLogger(__name__)
 
 TRAJECTORY_BASE = 1 << 20  # sample indices of search-trajectory programs start here
 TRAJECTORY_BATCH = 16  # candidates per round of a trajectory's search
@@ -64,11 +67,16 @@ def trajectory_of(
         return visited[w]
     with tempfile.TemporaryDirectory(prefix="transtune-search-") as tmp:
         with open_library(Path(tmp) / "search.db") as lib:
-            result = tune_kernels(
-                [kernel], lib, config, "trajectory", trials=count, seed=seed % (1 << 31),
-                num_trials_per_iter=min(count, TRAJECTORY_BATCH), builder=builder,
-                runner=runner,
-            )  # fmt: skip
+            try:
+                result = tune_kernels(
+                    [kernel], lib, config, "trajectory", trials=count, seed=seed % (1 << 31),
+                    num_trials_per_iter=min(count, TRAJECTORY_BATCH), builder=builder,
+                    runner=runner,
+                )  # fmt: skip
+            except RuntimeError as err:  # the untuned kernel did not run: no search to follow
+                log.warning("%s: no search trajectory: %s", kernel.name, err)
+                visited[w] = []
+                return []
             if result.stopped == "interrupted":
                 return None
             traces = [r.trace for r in sorted(lib.records(), key=lambda r: r.id)]
