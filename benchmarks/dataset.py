@@ -41,20 +41,22 @@ PER_KERNEL = 32
 TEST_MODELS = ["resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_tiny", "bert_base"]
 
 
-def collect(minutes: float) -> None:
-    """Model by model, pass by pass (a fresh process each), until ``minutes`` have passed;
-    what the dataset holds already is skipped."""
+def collect(
+    minutes: float, models: list[str] = MODELS, targets: str = CONFIGS, options: tuple = ()
+) -> None:
+    """Model by model, pass by pass (a fresh ``transtune dataset collect`` process each, with
+    ``options``), until ``minutes`` have passed; what the dataset holds already is skipped."""
     deadline = time.time() + 60 * minutes
     for batch, image, sequence in PASSES:
-        for model in MODELS:
+        for model in models:
             if time.time() > deadline:
                 return
             size = sequence if model.startswith(("bert", "mobilebert")) else image
             print(f"== {model} batch {batch} size {size or 'default'}", flush=True)
             command = [
                 sys.executable, "-m", "transtune.cli", "dataset", "collect", "--models", model,
-                "--batch-sizes", str(batch), "--targets", CONFIGS,
-                "--per-kernel", str(PER_KERNEL), "--out", str(DATASET),
+                "--batch-sizes", str(batch), "--targets", targets,
+                "--per-kernel", str(PER_KERNEL), "--out", str(DATASET), *options,
             ]  # fmt: skip
             if size:
                 command += ["--sizes", str(size)]

@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import adaptation
@@ -82,24 +79,9 @@ def collect(minutes: float) -> None:
     counts = load_records(DATASET, ["sample"])[0]["target"].value_counts().to_pylist()
     by_id = {c["values"]: c["counts"] for c in counts}
     source = max((full_isa(ids) for ids in held.values()), key=lambda i: by_id.get(i, 0))
-    deadline = time.time() + 60 * minutes
     models = dataset.TEST_MODELS + [m for m in dataset.MODELS if m not in dataset.TEST_MODELS]
-    for batch, image, sequence in dataset.PASSES:
-        for model in models:
-            if time.time() > deadline:
-                return
-            size = sequence if model.startswith(("bert", "mobilebert")) else image
-            print(f"== {model} batch {batch} size {size or 'default'} from {source}", flush=True)
-            command = [
-                sys.executable, "-m", "transtune.cli", "dataset", "collect", "--models", model,
-                "--batch-sizes", str(batch), "--targets", "host,host-1core",
-                "--per-kernel", str(dataset.PER_KERNEL), "--programs-from", source,
-                "--out", str(DATASET),
-            ]  # fmt: skip
-            if size:
-                command += ["--sizes", str(size)]
-            if subprocess.run(command).returncode != 0:
-                return  # interrupted or failed: stop here, rerun resumes
+    print(f"measuring the programs of {source} on host, host-1core", flush=True)
+    dataset.collect(minutes, models, "host,host-1core", ("--programs-from", source))
 
 
 def costmodel(new: str | None, seeds: list[int]) -> None:
