@@ -310,7 +310,7 @@ def _profile_lines(r: dict) -> list[str]:
     profile, ort = r.get("tvm_profile"), r.get("ort_profile")
     if not profile:
         return []
-    alone = {k["kernel"]: k["weight"] * k["seconds"] for k in r["kernels"] if k["seconds"]}
+    alone = {k["kernel"]: k["seconds"] for k in r["kernels"] if k["seconds"]}
     calls = {n: v for n, v in profile.items() if n != "total"}
     builtins = sum(v["seconds"] for n, v in calls.items() if n.startswith("vm.builtin"))
     total = profile["total"]["seconds"]
@@ -318,11 +318,15 @@ def _profile_lines(r: dict) -> list[str]:
              f"call): {1e3 * total:.2f} ms, of which kernels "
              f"{1e3 * (sum(v['seconds'] for v in calls.values()) - builtins):.2f} ms, the VM's "
              f"builtins (allocation, checks) {1e3 * builtins:.2f} ms, the rest between calls. "
-             "Alone = weight x the kernel timed by itself (warm caches).", "",
-             "| call | calls | in the model ms | alone ms |", "|---|---|---|---|"]  # fmt: skip
+             "Per call: in the model, and the kernel timed by itself (warm caches) where the "
+             "call is the kernel's first occurrence (a kernel the model runs several times is "
+             "tuned once, and its other occurrences are other functions).", "",
+             "| call | calls | in the model ms (per call) | alone ms |",
+             "|---|---|---|---|"]  # fmt: skip
     for name, v in sorted(calls.items(), key=lambda kv: -kv[1]["seconds"])[:12]:
         solo = f"{1e3 * alone[name]:.3f}" if name in alone else "-"
-        lines.append(f"| {name} | {v['calls']} | {1e3 * v['seconds']:.3f} | {solo} |")
+        lines.append(f"| {name} | {v['calls']} | {1e3 * v['seconds']:.3f} "
+                     f"({1e3 * v['seconds'] / v['calls']:.3f}) | {solo} |")  # fmt: skip
     if ort:
         ops = ", ".join(f"{op} {1e3 * secs:.2f}" for op, secs in list(ort["by_op"].items())[:6])
         lines += ["", f"ONNX Runtime's profile: {1e3 * ort['total']:.2f} ms an inference; "

@@ -164,8 +164,8 @@ def shares(by_arm: dict[str, dict[int, dict]], which: str) -> list[float | None]
         if other is None:
             continue
         final = stock["curve"][-1][2]
-        t = time_to_reach(other["curve"], final)
-        out.append(None if t is None else t / time_to_reach(stock["curve"], final))
+        t, reference = time_to_reach(other["curve"], final), time_to_reach(stock["curve"], final)
+        out.append(None if t is None or not reference else t / reference)
     return out
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import adaptation
 import dataset
+import deep
 import numpy as np
 import reference
 from common import ROOT, merge_summary, meta_line, write_result
@@ -78,10 +79,14 @@ def collect(minutes: float) -> None:
 
     counts = load_records(DATASET, ["sample"])[0]["target"].value_counts().to_pylist()
     by_id = {c["values"]: c["counts"] for c in counts}
-    source = max((full_isa(ids) for ids in held.values()), key=lambda i: by_id.get(i, 0))
+    sources = [i for i in (full_isa(ids) for ids in held.values()) if i is not None]
+    if not sources:
+        raise SystemExit(f"{DATASET} holds no full-ISA 2-thread configuration to take from")
+    source = max(sources, key=lambda i: by_id.get(i, 0))
     models = dataset.TEST_MODELS + [m for m in dataset.MODELS if m not in dataset.TEST_MODELS]
     print(f"measuring the programs of {source} on host, host-1core", flush=True)
-    dataset.collect(minutes, models, "host,host-1core", ("--programs-from", source))
+    options = ("--programs-from", source, "--trajectory", str(deep.DEEP_TRAJECTORY))
+    dataset.collect(minutes, models, "host,host-1core", options)
 
 
 def costmodel(new: str | None, seeds: list[int]) -> None:
@@ -97,6 +102,8 @@ def costmodel(new: str | None, seeds: list[int]) -> None:
     if new is None:  # the full-ISA 2-thread id of the CPU with the fewest records: the new one
         count = {cpu: int(np.isin(data.target, ids).sum()) for cpu, ids in held.items()}
         new = full_isa(held[min(count, key=count.get)])
+        if new is None:
+            raise SystemExit("the newest CPU has no full-ISA 2-thread configuration: give --new")
     new_cpu = next((cpu for cpu, ids in held.items() if new in ids), None)
     if new_cpu is None:
         raise SystemExit(f"the dataset has no hardware id {new!r}")

@@ -129,7 +129,7 @@ def test_ensemble_per_task_features_and_the_mixed_loss(tmp_path):
     assert np.allclose(x.mean(0), 0, atol=1e-5) and np.allclose(x.std(0), 1, atol=1e-4)
     assert np.array_equal(normal.stores[: data.offsets[16]], data.stores[: data.offsets[16]])
     torch_model = create("attention", epochs=3, loss="mixed", per_task=True)
-    ensemble = create("ensemble", members=("mlp", "xgb"), epochs=3).fit(data)
+    ensemble = create("ensemble", members=("mlp", "xgb"), epochs=3, validation=0.25).fit(data)
     assert ensemble.score(data)["pca"] > 0.6  # random: 0.5
     ensemble.save(tmp_path / "e.json")
     again = load(tmp_path / "e.json")

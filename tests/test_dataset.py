@@ -262,7 +262,11 @@ def test_search_trajectories_are_measured_beside_samples_and_kept_apart(kernels,
     assert 4 <= len(searched[IDS[0]]) <= 8
     # Each rebuilds from its stored instruction list (a space of the kernel) and decisions.
     store = DatasetStore(out)
-    texts = {(s["workload"], s["space"]): s["insts"] for s in store.read("spaces").to_pylist()}
+    spaces = store.read("spaces").to_pylist()
+    texts = {(s["workload"], s["space"]): s["insts"] for s in spaces}
+    assert len(texts) == len(spaces)  # the search's spaces numbered after the design spaces
+    own = design_spaces(k.mod, get_config("host").tvm_target())[0]
+    assert [texts[k.workload_hash, i] for i in range(len(own))] == own
     postprocs = design_spaces(k.mod, get_config("host").tvm_target())[1]
     for _, space, decisions in searched[IDS[0]]:
         assert rebuild(k.mod, texts[k.workload_hash, space], decisions, postprocs) is not None

@@ -36,7 +36,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import TranstuneError
 from ..features import schedule_tokens, trace_tokens
 from .data import CostData, token_arrays
-from .models import TorchCostModel, XGBCostModel, _Base, load
+from .models import CostModelError, TorchCostModel, XGBCostModel, _Base, load
 
 
 @derived_object
@@ -55,6 +55,10 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
     ) -> None:
         super().__init__()
         self.model = load(model) if isinstance(model, str) else model
+        if getattr(getattr(self.model, "config", None), "per_task", False):
+            # Its scores depend on which rows one call scores; a search compares scores
+            # across calls (its population, over generations).
+            raise CostModelError("a model with per-task features cannot guide a search")
         self.hardware = np.asarray(hardware, dtype=np.float32)
         self.classes = {w: self.model.class_id(c) for w, c in (kernel_classes or {}).items()}
         self.update_steps, self.update_rows = update_steps, update_rows

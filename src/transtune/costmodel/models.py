@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -301,6 +301,13 @@ KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel, "ensemble": EnsembleModel
 NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp", "lookup", "ensemble")
 
 
+def _options_of(name: str, options: dict) -> dict:
+    """The ``options`` that configure a member ``name`` (its config's fields)."""
+    config = {"xgb": XGBConfig, "mlp": TorchConfig, "attention": TorchConfig}.get(name)
+    known = {f.name for f in fields(config)} if config else set()
+    return {k: v for k, v in options.items() if k in known}
+
+
 def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _Base:
     """A new, untrained cost model by name (as TVM's ``CostModel.create``): ``xgb``, ``mlp``
     or ``attention`` (ours; ``options`` are :class:`XGBConfig` or :class:`TorchConfig`
@@ -327,7 +334,7 @@ def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _B
     if name == "ensemble":  # members=("attention", "xgb"), weights=None, each created by name
         members = options.pop("members", ("attention", "xgb"))
         weights = options.pop("weights", None)
-        made = [create(m, seed=seed, epochs=epochs, **options) for m in members]
+        made = [create(m, seed=seed, epochs=epochs, **_options_of(m, options)) for m in members]
         return EnsembleModel(made, weights)
     raise CostModelError(f"unknown cost model {name!r} (one of {', '.join(NAMES)})")
 

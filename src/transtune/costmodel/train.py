@@ -6,6 +6,7 @@ on a few records never ends below where it started, as far as validation can tel
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -87,6 +88,8 @@ def _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, s
     if validation is not None and len(validation):
         start_pca = _validation_pca(net, data, validation)
         best_state = {k: v.clone() for k, v in net.state_dict().items()}
+        if start_pca == -math.inf:  # no pair to rank among them: nothing to pick epochs by
+            start_pca, best_state = None, None
     for epoch in range(epochs):
         net.train()
         rng.shuffle(keys)
@@ -124,5 +127,7 @@ def _train(net, data, index, loss, epochs, groups_per_batch, lr, weight_decay, s
 
 
 def _validation_pca(net: torch.nn.Module, data: CostData, rows: np.ndarray) -> float:
+    """PCA on ``rows``; -inf when it is undefined (no group with two distinct latencies)."""
     scores = predict(net, data, rows)
-    return evaluate(scores, data.latency[rows], data.group[rows], ks=(1,))["pca"]
+    pca = evaluate(scores, data.latency[rows], data.group[rows], ks=(1,))["pca"]
+    return -math.inf if math.isnan(pca) else pca

@@ -133,6 +133,7 @@ def collect(
     searched = part[cfgs[0].name]  # the partition whose trajectories are the kernels' own
     visited = programs(store, searched, "trajectory") if trajectory and stored is None else {}
     texts = space_texts(store) if trajectory and stored is None else {}
+    unsearchable = set(store.meta.get("unsearchable", []))  # kernels a search cannot run
     have_workloads = set(store.read("workloads", ["workload"])["workload"].to_pylist())
     _write_occurrences(store, kernels)
     feats = store.read("features", ["workload", "sample"]).to_pydict()
@@ -161,7 +162,12 @@ def collect(
                 missing = max(per_kernel - sum(i < TRAJECTORY_BASE for i in h) for h in held)
                 if trajectory and stored is None:  # a search to run, or its programs to measure
                     found = {i for i, _, _ in visited.get(k.workload_hash, ())}
-                    missing += not found or any(found - h for h in held)
+                    unsearched = not found and k.workload_hash not in unsearchable
+                    missing += unsearched or any(found - h for h in held)
+                elif trajectory:  # the stored trajectory's programs, where they are missing
+                    found = {p[0] for p in stored[0].get(k.workload_hash, ())
+                             if p[0] >= TRAJECTORY_BASE}  # fmt: skip
+                    missing += any(set(sorted(found)[:trajectory]) - h for h in held)
                 featured = all((k.workload_hash, s) in have_features for s in set().union(*held))
                 if missing <= 0 and featured:
                     stats.kernels_skipped += 1
@@ -173,6 +179,8 @@ def collect(
                 if k.workload_hash not in have_workloads:
                     _write_workload(store, dk, spaces)
                     have_workloads.add(k.workload_hash)
+                    if trajectory:  # so that a trajectory's new spaces get ids after these
+                        texts.update({(k.workload_hash, i): t for i, t in enumerate(spaces)})
                 if stored is None:
                     seed_k = kernel_seed(k.workload_hash, seed)
                     samples = sample(k.mod, spaces, postprocs, per_kernel, seed_k)
@@ -182,6 +190,9 @@ def collect(
                         if found is None:  # interrupted inside the search
                             stats.interrupted = True
                             break
+                        if not found:  # never searched again (its untuned build does not run)
+                            unsearchable.add(k.workload_hash)
+                            store.update_meta(unsearchable=sorted(unsearchable))
                         more, failed = rebuilt(k, (visited, texts), postprocs, 0, trajectory)
                         samples += more
                         stats.not_rebuilt += failed
