@@ -2,6 +2,7 @@
 full-tuning reference), the ceiling page and the shipped library (the transfer issue, item 3).
 
     python benchmarks/reference.py run [MODEL ...] [--minutes M] [--lowering L]   # resumable
+    python benchmarks/reference.py run resnet18 --config host-1core   # the constrained CPU
     python benchmarks/reference.py report   # docs/results/reference.md + reference_curves.png
     python benchmarks/reference.py compact  # archive and compact what a killed session left
 
@@ -45,14 +46,17 @@ FINISHED = "reference:finished"
 # How a model is lowered before its kernels are extracted: (data layout, prepacked weights).
 LOWERINGS = {"nchw": ("NCHW", False), "nhwc": ("NHWC", False), "nhwc-prepack": ("NHWC", True)}
 LOWERING = "nhwc-prepack"
+# The configuration tuned for: ``host`` (every core), or ``host-1core`` (the constrained CPU
+# of the transfer issue); its hardware id names the folder. Set by ``--config``.
+CONFIG = "host"
 
 
 def config(lowering: str = LOWERING):
-    """The ``host`` target configuration of a lowering."""
+    """The CONFIG target configuration of a lowering."""
     from transtune.targets import get_config
 
     layout, prepack = LOWERINGS[lowering]
-    return get_config("host", layout, prepack)
+    return get_config(CONFIG, layout, prepack)
 
 
 def folder(lowering: str = LOWERING) -> Path:
@@ -171,7 +175,8 @@ def run(models: list[str], minutes: float, lowering: str = LOWERING) -> None:
         print(f"== {model}, {lowering} ({left / 60:.0f} min left)", flush=True)
         # The tuning's clock starts after extraction and the untuned runs: leave them time.
         child = subprocess.Popen([sys.executable, __file__, "one", model, "--seconds",
-                                  str(left - 90), "--lowering", lowering])  # fmt: skip
+                                  str(left - 90), "--lowering", lowering,
+                                  "--config", CONFIG])  # fmt: skip
         try:
             code = child.wait()
         except KeyboardInterrupt:  # the child has it too: it stops after its batch, compacts
@@ -269,13 +274,16 @@ def report() -> None:
 
 
 def main() -> None:
+    global CONFIG
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["run", "one", "report", "compact"])
     parser.add_argument("models", nargs="*")
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--seconds", type=float, default=3600.0)
     parser.add_argument("--lowering", choices=list(LOWERINGS), default=LOWERING)
+    parser.add_argument("--config", default=CONFIG, help="host, or host-1core")
     args = parser.parse_args()
+    CONFIG = args.config
     if args.step == "run":
         run(args.models or REFERENCE + COVERAGE, args.minutes, args.lowering)
     elif args.step == "one":

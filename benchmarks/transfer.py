@@ -28,6 +28,7 @@ one at a time: measure alone.
     python benchmarks/transfer.py tune [MODEL ...] [--minutes M]
     python benchmarks/transfer.py transfer [MODEL ...] [--protocol library|named|both]
     python benchmarks/transfer.py transfer [MODEL ...] --policy all   # donor policies compared
+    python benchmarks/transfer.py transfer [MODEL ...] --config host-1core   # the constrained CPU
     python benchmarks/transfer_report.py
     python benchmarks/transfer.py library        # data/library/zoo-host.db from the references
 """
@@ -49,12 +50,12 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "transfer"
 RUNS = ROOT / "runs" / "transfer"
-FULL = reference.folder()
 TOP_K = 3  # records per workload that a donor library keeps, as the shipped library does
 MAX_CANDIDATES = 8
 REPEAT = 10
 PROTOCOLS = ("library", "named")
 STAGES = ("transfer", "anchor", "sampled", "untuned")
+SUFFIX = {"host-1core": "-1core"}  # result files of a configuration other than host
 # The paper's protocol: one donor per model, as its artifact paired them (resnet18 <- resnet50,
 # mobilenet_v2 <- efficientnet_b4, bert <- mobilebert), completed for the reference models.
 NAMED_DONORS = {
@@ -66,7 +67,7 @@ NAMED_DONORS = {
 
 def tuned_models() -> list[str]:
     """Models whose reference tuning has finished."""
-    return [path.stem for path in sorted(FULL.glob("*.db")) if reference.finished(path)]
+    return [p.stem for p in sorted(reference.folder().glob("*.db")) if reference.finished(p)]
 
 
 def donor_library(path: Path, donors: list[str]) -> None:
@@ -79,7 +80,7 @@ def donor_library(path: Path, donors: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_library(path) as lib:
         for model in donors:
-            with open_library(FULL / f"{model}.db", read_only=True) as full:
+            with open_library(reference.folder() / f"{model}.db", read_only=True) as full:
                 lib.merge(full, top_k=TOP_K)
 
 
@@ -118,12 +119,13 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     config = reference.config()
     model = from_zoo(model_name)
     policies = list(POLICIES) if policy == "all" else [policy]
-    label = "all" if policy == "all" else protocol
+    label = ("all" if policy == "all" else protocol) + SUFFIX.get(reference.CONFIG, "")
     path = RUNS / "heldout" / f"{model_name}-{label}.db"
     donors = donors_for(model_name, protocol)
     donor_library(path, donors)
     paper = {"anchor": False, "sample": 0} if protocol == "named" else {}
-    with open_library(path) as lib, open_library(FULL / f"{model_name}.db", read_only=True) as full:
+    reference_path = reference.folder() / f"{model_name}.db"
+    with open_library(path) as lib, open_library(reference_path, read_only=True) as full:
         library_records = lib.count_records()
         result = transfer_tune(model, lib, config, donors=donors, max_candidates=MAX_CANDIDATES,
                                policy=policies, **paper)  # fmt: skip
@@ -145,7 +147,7 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
             "estimated_full": curve[-1][2], "full_trials": curve[-1][0],
             "full_seconds": curve[-1][1],
             "full_seconds_to_match": time_to_reach(curve, result.estimated_latency),
-            "full_finished": reference.finished(FULL / f"{model_name}.db"),
+            "full_finished": reference.finished(reference_path),
             "stages": dict(Counter(k.stage for k in kernels)),
             "curve": curve,
             "kernels": [
@@ -174,7 +176,8 @@ def transfer(models: list[str], protocols: list[str], policy: str = DEFAULT_POLI
         for protocol in protocols if policy != "all" else ["library"]:
             print(f"== transfer {model} ({protocol}, {policy})", flush=True)
             subprocess.run([sys.executable, __file__, "one", model, "--protocol", protocol,
-                            "--policy", policy], check=True)  # fmt: skip
+                            "--policy", policy, "--config", reference.CONFIG],
+                           check=True)  # fmt: skip
 
 
 def main() -> None:
@@ -184,7 +187,10 @@ def main() -> None:
     parser.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="donor policy, or 'all'")
     parser.add_argument("--minutes", type=float, default=60.0, help="tune: time for this session")
+    parser.add_argument("--config", choices=["host", *SUFFIX], default="host",
+                        help="host-1core: the constrained CPU (its own references)")  # fmt: skip
     args = parser.parse_args()
+    reference.CONFIG = args.config
     if args.step == "tune":
         reference.run(args.models or reference.REFERENCE + reference.COVERAGE, args.minutes)
     elif args.step == "transfer":

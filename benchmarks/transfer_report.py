@@ -11,7 +11,7 @@ import math
 
 import reference
 from common import merge_summary
-from transfer import DATA, MAX_CANDIDATES, OUT, PROTOCOLS, STAGES, TOP_K
+from transfer import DATA, MAX_CANDIDATES, OUT, PROTOCOLS, STAGES, SUFFIX, TOP_K
 
 from transtune.transfer.policies import DEFAULT_POLICY, POLICIES
 
@@ -103,11 +103,16 @@ def report() -> None:
     ]
     figures: dict[str, float] = {}
     plots = {}
-    for protocol in PROTOCOLS:
-        runs = {p.stem.rsplit("-", 1)[0]: json.loads(p.read_text())
-                for p in sorted(DATA.glob(f"*-{protocol}.json"))}  # fmt: skip
+    sections = [(protocol, "", "") for protocol in PROTOCOLS]
+    sections += [(p, suffix, f", {config} (the constrained CPU)") for p in PROTOCOLS
+                 for config, suffix in SUFFIX.items()
+                 if any(DATA.glob(f"*-{p}{suffix}.json"))]  # fmt: skip
+    for protocol, suffix, title in sections:
+        ending = f"-{protocol}{suffix}"
+        runs = {p.stem.removesuffix(ending): json.loads(p.read_text())
+                for p in sorted(DATA.glob(f"*{ending}.json"))}  # fmt: skip
         runs = {m: d for m, d in runs.items() if "end_to_end" in d}
-        lines += [f"## Protocol: {protocol}", ""]
+        lines += [f"## Protocol: {protocol}{title}", ""]
         if not runs:
             lines += ["Not measured yet (the reference queue has not finished enough models).",
                       ""]  # fmt: skip
@@ -145,6 +150,8 @@ def report() -> None:
             f"| | | | **{ratio:.1f}x** | {naive} naive in all | |",
             "",
         ]
+        if suffix:  # the summary's figures are the full configuration's
+            continue
         prefix = "transfer." if protocol == "library" else "transfer.named."
         figures |= {
             f"{prefix}mean_pct_max": pct, f"{prefix}mean_pct_max_vs_default": pct_default,
