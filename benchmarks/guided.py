@@ -74,48 +74,37 @@ def train(epochs: int) -> None:
 
 def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path, out: Path):
     """One tuning run, in this process."""
-    from transtune.costmodel.metaschedule import LearnedCostModel
-    from transtune.frontend import from_zoo
-    from transtune.hardware import describe
     from transtune.library import open_library
-    from transtune.targets import get_config
-    from transtune.tasks import extract_kernels
-    from transtune.transfer import transfer_tune
-    from transtune.tuning import GUIDED_SEARCH, tune
+    from transtune.tuning import GUIDED_SEARCH
+    from transtune.workflow import Workflow
 
-    config = get_config("host")
-    model = from_zoo(model_name)
-    kernels = extract_kernels(model.mod, config)
-    cost_model, search = "xgb", None if which == "stock" else GUIDED_SEARCH
-    if not which.startswith("stock"):
-        classes = {k.workload_hash: k.kernel_class for k in kernels}
-        cost_model = LearnedCostModel(str(checkpoint), describe(config).vector(), classes)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "lib.db"
-        offset, start_points, excluded = 0.0, [], 0
-        if which == "transfer+guided":
-            with open_library(LIBRARY, read_only=True) as shipped, open_library(path) as lib:
-                same = {shipped.find_workload(k.mod) for k in kernels} - {None}
-                lib.merge(shipped, exclude=same)
+    search = None if which == "stock" else GUIDED_SEARCH
+    guide = None if which.startswith("stock") else checkpoint
+    offset, start_points, excluded = 0.0, [], 0
+    with tempfile.TemporaryDirectory() as tmp, open_library(Path(tmp) / "lib.db") as lib:
+        with Workflow(model_name, lib, "host", cost_model=guide) as wf:
+            if which == "transfer+guided":
+                with open_library(LIBRARY, read_only=True) as shipped:
+                    same = {shipped.find_workload(k.mod) for k in wf.kernels} - {None}
+                    lib.merge(shipped, exclude=same)
                 excluded = len(same)
                 donors = lib.info()["models"]
-                if model_name in donors:
+                if model_name in donors or lib.tune_run(model_name):  # its own tuning
                     raise SystemExit(f"{LIBRARY} holds {model_name}'s own tuned schedules")
-                result = transfer_tune(model, lib, config, donors=donors, cost_model=cost_model,
-                                       measure_top=TRANSFER_MEASURE_TOP)  # fmt: skip
+                result = wf.transfer(donors=donors, measure_top=TRANSFER_MEASURE_TOP)
                 offset = result.search_seconds - result.setup_seconds
                 start_points = [(0, 0.0, result.untuned_latency),
                                 (0, offset, result.estimated_latency)]  # fmt: skip
-        with open_library(path) as lib:
-            tuned = tune(model, lib, config, time_budget=budget - offset, cost_model=cost_model,
-                         num_trials_per_iter=PER_ITER[which], search=search, seed=seed)  # fmt: skip
+            tuned = wf.tune(time_budget=budget - offset, num_trials_per_iter=PER_ITER[which],
+                            search=search, seed=seed)  # fmt: skip
+            threads = wf.config.num_threads
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
     write_result(out, {
         "model": model_name, "arm": which, "seed": seed, "budget": budget,
         "checkpoint": str(checkpoint.relative_to(ROOT)) if checkpoint.is_relative_to(ROOT)
         else str(checkpoint),
         "exact_matches_excluded": excluded, "transfer_seconds": offset, "curve": curve,
-    }, config.num_threads)  # fmt: skip
+    }, threads)  # fmt: skip
 
 
 def result_path(model: str, which: str, seed: int) -> Path:

@@ -140,7 +140,7 @@ def schedules(models: list[str]) -> None:
     from transtune.frontend import from_zoo
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
-    from transtune.transfer import transfer_tune
+    from transtune.workflow import Workflow
 
     config = reference.config()
     root = reference.folder().parent.parent  # data/library/reference
@@ -157,8 +157,8 @@ def schedules(models: list[str]) -> None:
                 if not donors:
                     continue
                 lib = libraries[folder.parent.name] = open_library(path)
-                result = transfer_tune(model, lib, config, donors=donors,
-                                       max_candidates=MAX_CANDIDATES)  # fmt: skip
+                with Workflow(model, lib, config) as wf:
+                    result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES)
                 label = f"from {folder.parent.name}"
                 builds[label] = (config, LibraryDatabase(lib, config))
                 rows[label] = {"donors": donors, "estimated_ms": 1e3 * result.estimated_latency,

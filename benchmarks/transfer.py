@@ -114,7 +114,8 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     from transtune.frontend import from_zoo
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
-    from transtune.transfer import transfer_tune, zero_measurement_seconds
+    from transtune.transfer import zero_measurement_seconds
+    from transtune.workflow import Workflow
 
     config = reference.config()
     model = from_zoo(model_name)
@@ -127,8 +128,9 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     reference_path = reference.folder() / f"{model_name}.db"
     with open_library(path) as lib, open_library(reference_path, read_only=True) as full:
         library_records = lib.count_records()
-        result = transfer_tune(model, lib, config, donors=donors, max_candidates=MAX_CANDIDATES,
-                               policy=policies, **paper)  # fmt: skip
+        with Workflow(model, lib, config) as wf:
+            result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES, policy=policies,
+                                 **paper)  # fmt: skip
         kernels = result.kernels
         default = zero_measurement_seconds(
             [k.kernel for k in kernels], config, [k.untuned_secs for k in kernels]

@@ -309,3 +309,20 @@ def test_a_library_of_another_schema_version_is_refused(tmp_path):
     for read_only in (False, True):
         with pytest.raises(LibraryError, match="schema version 99, this transtune reads"):
             open_library(tmp_path / "lib.db", read_only=read_only)
+
+
+def test_a_library_from_before_kernel_curves_reads_and_merges(tmp_path):
+    import sqlite3
+
+    host = get_config("host").tvm_target()
+    old = tmp_path / "old.db"
+    with open_library(old) as lib:
+        wid = lib.add_workload(matmul(16), "matmul", model="m1")
+        lib.start_run("tune:m1:host", "tune", "m1", target_key(host), {})
+        lib.add_curve_point("tune:m1:host", 1, 1.0, 1e-3)
+        lib.add_record(wid, host, [[], []], [1e-3], run_id="tune:m1:host")
+    with sqlite3.connect(old) as conn:
+        conn.execute("DROP TABLE kernel_curve")  # as libraries written before it was added
+    with open_library(old, read_only=True) as src, open_library(tmp_path / "new.db") as dst:
+        assert src.kernel_curves("tune:m1:host") == {}
+        assert dst.merge(src) == (1, 1) and dst.curve("tune:m1:host") == [(1, 1.0, 1e-3)]

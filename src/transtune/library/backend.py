@@ -42,6 +42,8 @@ def redact(url: str) -> str:
 class SQLite:
     """SQLite in WAL mode; ``BEGIN IMMEDIATE`` makes writers wait for each other."""
 
+    TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+
     def __init__(self, path: str, busy_timeout: float, read_only: bool = False) -> None:
         file = Path(path)
         if read_only and not file.is_file():
@@ -82,6 +84,9 @@ class Postgres:
 
     _CONFLICT = {"workload_models": "(workload_id, model) DO UPDATE SET "
                  "kernel_name = EXCLUDED.kernel_name, weight = EXCLUDED.weight"}  # fmt: skip
+    TABLES = (
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    )
 
     def __init__(self, url: str, busy_timeout: float, read_only: bool = False) -> None:
         try:

@@ -75,9 +75,8 @@ class Maintenance:
                     )
                     cur.executemany(
                         "INSERT INTO kernel_curve VALUES (?, ?, ?, ?)",
-                        [(run_id, ids[w], t, b) for w, t, b in other._query(
-                            "SELECT workload_id, trials, best FROM kernel_curve WHERE run_id = ?",
-                            (run_id,)) if w in ids],
+                        [(run_id, ids[w], t, b) for w, points in other.kernel_curves(run_id).items()
+                         if w in ids for t, b in points],
                     )  # fmt: skip
             copied = 0
             for _, w, key, _name, *rest in rows:

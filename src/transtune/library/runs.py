@@ -92,8 +92,11 @@ class RunLog:
             )
 
     def kernel_curves(self, run_id: str) -> dict[int, list[tuple[int, float]]]:
-        """Per workload, the (trials, best seconds) points a run recorded, in order."""
+        """Per workload, the (trials, best seconds) points a run recorded, in order (none in a
+        library written before kernel curves were kept, opened read-only)."""
         out: dict[int, list[tuple[int, float]]] = {}
+        if "kernel_curve" not in {name for (name,) in self._query(self._backend.TABLES)}:
+            return out
         for wid, trials, best in self._query(
             "SELECT workload_id, trials, best FROM kernel_curve WHERE run_id = ? ORDER BY trials",
             (run_id,),
