@@ -315,18 +315,21 @@ def _profile_lines(r: dict) -> list[str]:
     calls = {n: v for n, v in profile.items() if n != "total"}
     builtins = sum(v["seconds"] for n, v in calls.items() if n.startswith("vm.builtin"))
     total = profile["total"]["seconds"]
+    e2e = r["end_to_end"].get("tvm-tuned", {}).get("median_ms", float("nan"))
     lines = ["", f"In the model (one inference, the median of {REPEAT}; instrumented around each "
-             f"call): {1e3 * total:.2f} ms, of which kernels "
+             f"call, which costs time itself: {1e3 * total:.2f} ms against {e2e:.2f} ms "
+             "uninstrumented, the callbacks and the thread pool idling between calls): kernels "
              f"{1e3 * (sum(v['seconds'] for v in calls.values()) - builtins):.2f} ms, the VM's "
              f"builtins (allocation, checks) {1e3 * builtins:.2f} ms, the rest between calls. "
              "Per call: in the model, and the kernel timed by itself (warm caches) where the "
-             "call is the kernel's first occurrence (a kernel the model runs several times is "
-             "tuned once, and its other occurrences are other functions).", "",
+             "call's name is a tuned kernel's.", "",
              "| call | calls | in the model ms (per call) | alone ms |",
              "|---|---|---|---|"]  # fmt: skip
     for name, v in sorted(calls.items(), key=lambda kv: -kv[1]["seconds"])[:12]:
-        kernel = name if name in alone else re.sub(r"\d+$", "", name)  # a build's renaming
-        solo = f"{1e3 * alone[kernel]:.3f}" if kernel in alone else "-"
+        # A build renames some kernels: a prepacked copy, or a uniquifying number.
+        names = (name, name.removesuffix("_prepacked"), re.sub(r"\d+$", "", name))
+        kernel = next((n for n in names if n in alone), None)
+        solo = f"{1e3 * alone[kernel]:.3f}" if kernel else "-"
         lines.append(f"| {name} | {v['calls']} | {1e3 * v['seconds']:.3f} "
                      f"({1e3 * v['seconds'] / v['calls']:.3f}) | {solo} |")  # fmt: skip
     if ort:
