@@ -46,6 +46,7 @@ def test_a_tracker_that_is_down_is_a_clear_error(capsys, tmp_path):
     assert "not reachable" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a server killed mid-run: ~30 s each (make test-slow)
 def test_tuning_survives_a_server_dying_mid_run(tmp_path):
     with LocalCluster(2, "pair", port=free_port()) as cluster:
         assert servers(cluster.tracker, "pair") == 2
@@ -94,6 +95,7 @@ def test_dataset_collection_and_descriptor_through_rpc(tmp_path):
     assert dataset_info(out)["by_hardware"][get_config("host-1core").name]["ok"] == 4
 
 
+@pytest.mark.slow  # a server killed mid-run: ~30 s each (make test-slow)
 def test_candidates_of_a_server_that_dies_run_again_elsewhere():
     slow = ms.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=300)
     kernel = matmul_kernel(128)
