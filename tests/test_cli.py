@@ -1,6 +1,7 @@
 """The command line: tables on good input, one clear line and exit 2 on bad input."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,7 @@ def test_tune_then_transfer_onnx_models(tiny_conv, tmp_path, capsys):
     assert "search continued for" in out  # the hybrid: MetaSchedule from the transferred ones
     assert "donor#w" in out  # at least one kernel took a donor's schedule
     assert "tvm-transferred" in out and "onnxruntime" in out
+    assert re.search(r"compiled without a schedule: \d+ of \d+ kernels", out)
 
 
 def test_dataset_collect_info_export(tmp_path, capsys):

@@ -171,11 +171,11 @@ def compile_model(
         with target:
             fused = relax.transform.SplitLayoutRewritePreproc()(fused)
             fused = relax.transform.FoldConstant()(fused)
-        if missing:
-            log.warning(
-                "%s: %d of %d kernels have no tuning record and stay untuned: %s",
-                model.name, len(missing), len(missing) + len(applied), ", ".join(missing),
-            )  # fmt: skip
+    if missing:
+        log.warning(
+            "%s: %d of %d kernels have no tuning record and stay untuned: %s",
+            model.name, len(missing), len(missing) + len(applied), ", ".join(missing),
+        )  # fmt: skip
     executable = relax.build(fused, target=target)
     names = [str(p.name) for p in model.mod["main"].params]
     inputs = [{"name": n, "shape": list(x.shape), "dtype": str(x.dtype)}

@@ -89,13 +89,6 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
         console.print(table)
         stages = Counter(k.stage for k in result.kernels)
         console.print("kernels by stage: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
-        for k in result.kernels:
-            if k.stage == "untuned":  # every stage failed, or nothing beat TVM's build: why
-                why = f"{k.tried} donor schedules and {k.sampled} sampled programs tried"
-                if k.errors:
-                    why += f", {len(k.errors)} failed (first: {k.errors[0][:120]})"
-                console.print(f"{k.kernel.name} stays at TVM's default build: {why}, none "
-                              "faster")  # fmt: skip
         if args.budget:
             tuned = wf.tune(
                 time_budget=args.budget, device=_device(args).as_dict() if args.rpc else None
@@ -114,6 +107,24 @@ def _cmd_transfer(args: argparse.Namespace) -> None:
     for t in timings:
         table.add_row(t.runtime, f"{t.median_ms:.2f}")
     console.print(table)
+    _report_untuned(result, bench.missing_records)
+
+
+def _report_untuned(result, missing: list[str]) -> None:
+    """Why each kernel no stage improved was left as it is, and how many kernels the model
+    compiled without a schedule (``missing``: the compiled model's kernels with no record)."""
+    for k in result.kernels:
+        if k.stage != "untuned":
+            continue
+        why = f"{k.tried} donor schedules and {k.sampled} sampled programs tried"
+        if k.errors:
+            why += f", {len(k.errors)} failed (first: {k.errors[0][:120]})"
+        if k.kernel.name in missing:  # every stage failed, or nothing beat TVM's build
+            console.print(f"{k.kernel.name} stays at TVM's default build: {why}, none faster")
+        else:  # an identical kernel's record (of another model) was in the library before
+            console.print(f"{k.kernel.name}: {why}, none faster than TVM's build; compiled "
+                          "with the library's record of this kernel")  # fmt: skip
+    console.print(f"compiled without a schedule: {len(missing)} of {len(result.kernels)} kernels")
 
 
 def _cmd_rpc(args: argparse.Namespace) -> None:
