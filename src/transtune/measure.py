@@ -279,8 +279,8 @@ def _measurement(result) -> Measurement:
 
 
 def measure_peak(config, simd_bits: int, session=None) -> tuple[float, float]:
-    """(GB/s of the triad, GFLOP/s of the FMA chains) of a target configuration, best of 5
-    timed runs each, here or on the RPC ``session``'s device (for its hardware descriptor).
+    """(GB/s of the triad, GFLOP/s of the FMA chains) of a target configuration, the best of
+    5 and 20 timed rounds, here or on the RPC ``session``'s device (for its hardware descriptor).
 
     The chains are vectors of 4 or 8 registers' width (at most 64 lanes), unrolled 6 times,
     so 24-48 registers' worth of independent FMAs are in flight: more than latency x pipes on
@@ -321,14 +321,17 @@ def measure_peak(config, simd_bits: int, session=None) -> tuple[float, float]:
     triad = build(te.compute((n,), lambda i: b[i] + 3.0 * c[i], name="a"), [b, c], 16)
     bandwidth = 12.0 * n / _best_seconds(triad, dev, tensors(3, n)) / 1e9
 
+    # 512 chain groups per thread: about a millisecond a call, so that the thread pool's
+    # wake-up is under 1% of it; the best of 20 rounds, so that a noisy host's quiet moment
+    # sets the peak (kernels timed over minutes find those moments too).
     depth, unroll, peak = 256, 6, 0.0
     for registers in (4, 8):
         lanes = min(64, registers * max(simd_bits // 32, 1))
-        m = lanes * unroll * 64 * config.num_threads
+        m = lanes * unroll * 512 * config.num_threads
         x = te.placeholder((m,), name="x")
         fma = build(te.compute((m,), functools.partial(_chain, x, depth), name="y"), [x],
                     lanes, unroll)  # fmt: skip
-        seconds = _best_seconds(fma, dev, tensors(2, m), number=50)
+        seconds = _best_seconds(fma, dev, tensors(2, m), number=10, repeat=20)
         peak = max(peak, 2.0 * depth * m / seconds / 1e9)
     return bandwidth, peak
 
