@@ -48,7 +48,8 @@ def main() -> None:
     seconds = time.perf_counter() - start
     words = next(c.split() for c in commands if " transfer " in c)
     model_name, library = words[words.index("transfer") + 1], words[words.index("--library") + 1]
-    config = get_config("host")
+    layout = words[words.index("--layout") + 1] if "--layout" in words else None
+    config = get_config("host", layout, "--prepack" in words)  # the lowering the demo tuned in
     model = load(model_name)
     with open_library(ROOT / library, read_only=True) as lib:
         result = compare(model, {"tvm-transferred": (config, LibraryDatabase(lib, config))},

@@ -30,7 +30,7 @@ one at a time: measure alone.
     python benchmarks/transfer.py transfer [MODEL ...] --policy all   # donor policies compared
     python benchmarks/transfer.py transfer [MODEL ...] --config host-1core   # the constrained CPU
     python benchmarks/transfer_report.py
-    python benchmarks/transfer.py library        # data/library/zoo-host.db from the references
+    python benchmarks/transfer.py library        # the references into data/library/zoo-host.db
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ MAX_CANDIDATES = 8
 REPEAT = 10
 PROTOCOLS = ("library", "named")
 STAGES = ("transfer", "anchor", "sampled", "untuned")
+DEMO_MODEL = "resnext50_32x4d"  # the model `make demo` transfer-tunes: not in the shipped library
 SUFFIX = {"host-1core": "-1core"}  # result files of a configuration other than host
 # The paper's protocol: one donor per model, as its artifact paired them (resnet18 <- resnet50,
 # mobilenet_v2 <- efficientnet_b4, bert <- mobilebert), completed for the reference models.
@@ -85,11 +86,26 @@ def donor_library(path: Path, donors: list[str]) -> None:
 
 
 def ship_library() -> None:
-    """The library shipped in the repository: every fully tuned model, best TOP_K each."""
+    """The library shipped in the repository, ``data/library/zoo-host.db``: what it holds, plus
+    the best TOP_K records per workload of every reference library of this host in every
+    lowering, finished or not (each record is a measured best of its search; records are keyed
+    by hardware id and lowering), except the demo's model, which the demo transfer-tunes.
+    Repeating it adds only what is new."""
+    from transtune.library import open_library
+
     path = ROOT / "data" / "library" / "zoo-host.db"
-    donors = tuned_models()
-    donor_library(path, donors)
-    print(f"{path}: {', '.join(donors)}; {path.stat().st_size / 2**20:.1f} MiB")
+    sources = sorted(
+        p for low in reference.LOWERINGS for p in reference.folder(low).glob("*.db")
+        if p.stem != DEMO_MODEL
+    )  # fmt: skip
+    with open_library(path) as lib:
+        for source in sources:
+            with open_library(source, read_only=True) as full:
+                _, copied = lib.merge(full, top_k=TOP_K)
+            print(f"  {source.relative_to(ROOT)}: {copied} new records")
+        lib.compact(TOP_K)
+        count = lib.count_records()
+    print(f"{path}: {count} records; {path.stat().st_size / 2**20:.1f} MiB")
 
 
 def time_to_reach(curve: list, latency: float) -> float | None:
