@@ -114,6 +114,7 @@ def mlp(inp: int, out: int, batch: int, name: str):
     return from_module(module, (torch.randn(batch, inp),), name=name)
 
 
+@pytest.mark.slow  # about 70 s: tune a donor, transfer; the cascade tests below cover each stage
 def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
     donor, new = mlp(64, 64, 16, "donor_mlp"), mlp(96, 48, 8, "new_mlp")
     with open_library(tmp_path / "lib.db") as lib:

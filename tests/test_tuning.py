@@ -136,6 +136,7 @@ def test_convergence_rule_reads_the_last_quarter_of_a_kernel_curve():
     assert not rule.reached([])
 
 
+@pytest.mark.slow  # about 55 s; the rule itself is tested just above
 def test_tune_until_converged_stops_each_kernel_and_resumes_compacted(tmp_path):
     model = tiny_mlp()
     with open_library(tmp_path / "lib.db") as lib:
