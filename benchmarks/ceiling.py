@@ -1,7 +1,7 @@
 """Where a tuned model's time goes, and what raises it -> docs/results/ceiling.md (+ plots).
 
     python benchmarks/ceiling.py run [MODEL ...] [--lowering L] [--library L]   # alone
-    python benchmarks/ceiling.py levers [MODEL ...]   # the lowering levers; alone
+    python benchmarks/ceiling.py levers [MODEL ...]   # the lowering and evaluator levers; alone
     python benchmarks/ceiling.py report
 
 ``run``: for each model, on this host's ``host`` configuration, alone: every kernel's best
@@ -14,8 +14,9 @@ then the model end to end with those schedules, PyTorch and ONNX Runtime at the 
 count, and the sum of weight x kernel time against the measured model time (what the Relax
 VM, layout transforms and copies add), each call's time inside the model
 (``CompiledModel.profile``) and ONNX Runtime's profile by operator. ``levers``: each model
-tuned with BUDGET candidates per kernel in every lowering (``data/library/levers/``,
-resumable), then timed end to end with each beside ONNX Runtime and PyTorch, in one process.
+tuned with BUDGET candidates per kernel under every lever of LEVERS (a lowering, and the
+evaluator the candidates were timed with; ``data/library/levers/``, resumable), then timed
+end to end with each beside ONNX Runtime and PyTorch, in one process.
 Figures merge into summary.json as ``ceiling.<model>.*``.
 """
 
@@ -35,7 +36,12 @@ DATA = OUT / "ceiling"
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "resnext50_32x4d", "efficientnet_b0",
           "bert_base"]  # fmt: skip
 REPEAT = 10
-BUDGET = 64  # per-kernel candidates at which the lowerings are compared as equals
+BUDGET = 64  # per-kernel candidates at which the levers are compared as equals
+# The levers: name -> (lowering, evaluator the tuning timed candidates with: "warm",
+# MetaSchedule's default, or "flush", cold weights: ``transtune.measure.FLUSH_EVALUATOR``).
+LEVERS = {"nchw": ("nchw", "warm"), "nhwc": ("nhwc", "warm"),
+          "nhwc-prepack": ("nhwc-prepack", "warm"),
+          "nhwc-prepack-flush": ("nhwc-prepack", "flush")}  # fmt: skip
 
 
 def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict], dict, object]:
@@ -147,34 +153,39 @@ def run(models: list[str], lowering: str, library: str | None) -> None:
         print(name, json.dumps(e2e))
 
 
-def lever_library(name: str, lowering: str) -> Path:
-    """The library of ``name`` tuned with BUDGET candidates per kernel in ``lowering``."""
-    hardware = reference.config(lowering).name
-    return ROOT / "data" / "library" / "levers" / hardware / lowering / f"{name}.db"
+def lever_library(name: str, lever: str) -> Path:
+    """The library of ``name`` tuned with BUDGET candidates per kernel under ``lever``."""
+    hardware = reference.config(LEVERS[lever][0]).name
+    return ROOT / "data" / "library" / "levers" / hardware / lever / f"{name}.db"
 
 
-def lever_tune(name: str, lowering: str) -> None:
-    """Tune ``name`` in ``lowering`` with BUDGET candidates per kernel (resumable), then keep
+def lever_tune(name: str, lever: str) -> None:
+    """Tune ``name`` under ``lever`` with BUDGET candidates per kernel (resumable), then keep
     the whole search archived and the library compacted, as the reference queue does."""
     from transtune.library import open_library
+    from transtune.measure import EVALUATOR, FLUSH_EVALUATOR, SyncRunner, local_runner
     from transtune.workflow import Workflow
 
-    path = lever_library(name, lowering)
+    lowering, evaluator = LEVERS[lever]
+    config = reference.config(lowering)
+    runner = SyncRunner(local_runner({"warm": EVALUATOR, "flush": FLUSH_EVALUATOR}[evaluator],
+                                     num_threads=config.num_threads))  # fmt: skip
+    path = lever_library(name, lever)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_library(path) as lib:
-        with Workflow(name, lib, reference.config(lowering)) as wf:
+        with Workflow(name, lib, config, runner=runner) as wf:
             result = wf.tune(trials=BUDGET * len(wf.kernels), per_kernel=BUDGET,
                              seed=reference.SEED)  # fmt: skip
-        print(f"{name}, {lowering}: {result.stopped}, est. {1e3 * result.estimated_latency:.2f} "
+        print(f"{name}, {lever}: {result.stopped}, est. {1e3 * result.estimated_latency:.2f} "
               f"ms; {reference.archive(lib, path)}", flush=True)  # fmt: skip
         lib.compact(reference.TOP_K)
 
 
 def levers(models: list[str]) -> None:
-    """The lowering levers (data layout, prepacked weights), each measured alone on the same
-    kernels: every model tuned with BUDGET candidates per kernel in every lowering (each in a
-    fresh process, skipped where done), then built with each library and timed end to end in
-    one process beside ONNX Runtime and PyTorch."""
+    """The levers (data layout, prepacked weights, the tuning's evaluator), each measured
+    alone on the same kernels: every model tuned with BUDGET candidates per kernel under every
+    lever (each in a fresh process, skipped where done), then built with each library and
+    timed end to end in one process beside ONNX Runtime and PyTorch."""
     import contextlib
     import subprocess
     import sys
@@ -186,22 +197,21 @@ def levers(models: list[str]) -> None:
 
     DATA.mkdir(parents=True, exist_ok=True)
     for name in models:
-        lowerings = {}
-        for lowering in reference.LOWERINGS:
-            path = lever_library(name, lowering)
+        tuned = {}
+        for lever in LEVERS:
+            path = lever_library(name, lever)
             if not path.is_file() or tuning(path, name)["trials"] is None:
-                subprocess.run([sys.executable, __file__, "lever-tune", name, "--lowering",
-                                lowering], check=True)  # fmt: skip
+                subprocess.run([sys.executable, __file__, "lever-tune", name, "--lever", lever],
+                               check=True)  # fmt: skip
             with open_library(path, read_only=True) as lib:
                 est, trials = reference.estimate_at(lib, name)
-            lowerings[lowering] = {"est_ms": 1e3 * est, "kernel_trials": trials,
-                                   **tuning(path, name)}  # fmt: skip
+            tuned[lever] = {"est_ms": 1e3 * est, "kernel_trials": trials, **tuning(path, name)}
         with contextlib.ExitStack() as stack:
             builds = {}
-            for lowering in lowerings:
-                config = reference.config(lowering)
-                lib = stack.enter_context(open_library(lever_library(name, lowering), True))
-                builds[f"tvm-{lowering}"] = (config, LibraryDatabase(lib, config))
+            for lever in tuned:
+                config = reference.config(LEVERS[lever][0])
+                lib = stack.enter_context(open_library(lever_library(name, lever), True))
+                builds[f"tvm-{lever}"] = (config, LibraryDatabase(lib, config))
             result = compare(from_zoo(name), builds, REPEAT)
         e2e = _timings(result)
         path = DATA / f"levers-{name}.json"
@@ -209,8 +219,8 @@ def levers(models: list[str]) -> None:
         meta = run_meta()
         runs.append({"end_to_end": e2e, "meta": meta})  # each rerun adds a repeat
         # The file's own "meta" is its latest run's (the one that wrote it).
-        write_result(path, {"model": name, "budget": BUDGET, "lowerings": lowerings,
-                            "runs": runs, "meta": meta})  # fmt: skip
+        write_result(path, {"model": name, "budget": BUDGET, "levers": tuned, "runs": runs,
+                            "meta": meta})  # fmt: skip
         print(name, json.dumps({k: v["median_ms"] for k, v in e2e.items()}))
 
 
@@ -355,37 +365,43 @@ def _lever_lines(runs: list[dict]) -> list[str]:
         "**Lowering** (`--layout`, `--prepack`; both kept in every record's key): the data "
         "layout convolutions are lowered in (NCHW as imported, or NHWC with HWIO weights), and "
         "whether each kernel's weights are repacked for its schedule (MetaSchedule's "
-        "`RewriteLayout`, folded into the constants at compile time). Each model was tuned "
-        f"from scratch in each lowering with {BUDGET} candidates per kernel (`ceiling.py "
-        "levers`: same code, seed and runner), then built with each library and timed end to "
-        f"end in one process beside ONNX Runtime and PyTorch, interleaved ({REPEAT} rounds, "
-        "each timing every runtime once in turn, so that a drift of the host falls on all "
-        "alike; numerics of every build checked against PyTorch). Est. = sum of weight x each "
-        "kernel's best time measured during tuning (optimistic: the best of many noisy "
-        "measurements, caches warm).",
+        "`RewriteLayout`, folded into the constants at compile time). **Evaluator**: how the "
+        "tuning timed each candidate: warm (MetaSchedule's default: back-to-back runs for "
+        "100 ms, caches hot) or flush (`nhwc-prepack-flush`: 20 runs each after every argument "
+        "but the input is flushed from the caches, as weights stream from memory inside a "
+        "model). Each model was tuned from scratch under each lever with "
+        f"{BUDGET} candidates per kernel (`ceiling.py levers`: same code, seed and runner "
+        "otherwise), then built with each library and timed end to end in one process beside "
+        f"ONNX Runtime and PyTorch, interleaved ({REPEAT} rounds, each timing every runtime "
+        "once in turn, so that a drift of the host falls on all alike; numerics of every "
+        "build checked against PyTorch). Est. = sum of weight x each kernel's best time "
+        "measured during tuning (optimistic: the best of many noisy measurements; with the "
+        "flush evaluator, cold-weight times, not comparable with the warm rows').",
         "",
-        "| model | lowering | est. ms | tuning trials (s) | end to end ms | ONNX Runtime ms "
+        "| model | lever | est. ms | tuning trials (s) | end to end ms | ONNX Runtime ms "
         "| PyTorch ms | TVM / ORT, each run | measured |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         last = r["runs"][-1]
         e2e = last["end_to_end"]
-        for lowering, d in r["lowerings"].items():
-            ratios = ", ".join(f"{_vs_ort(run['end_to_end'], f'tvm-{lowering}'):.2f}"
-                               for run in r["runs"])  # fmt: skip
+        for lever, d in r["levers"].items():
+            label = f"tvm-{lever}"
+            ratios = ", ".join(f"{_vs_ort(run['end_to_end'], label):.2f}" for run in r["runs"]
+                               if label in run["end_to_end"])  # fmt: skip
             lines.append(
-                f"| {r['model']} | {lowering} | {d['est_ms']:.2f} | {d['trials']} "
-                f"({d['seconds']:.0f}) | {_ms(e2e.get(f'tvm-{lowering}'))} "
+                f"| {r['model']} | {lever} | {d['est_ms']:.2f} | {d['trials']} "
+                f"({d['seconds']:.0f}) | {_ms(e2e.get(label))} "
                 f"| {_ms(e2e.get('onnxruntime'))} | {_ms(e2e.get('pytorch'))} | {ratios} "
                 f"| {last['meta']['commit']}, {last['meta']['date']} |"
             )
     if runs:
         lines += ["", "End to end: the last run's medians (min-max); TVM / ONNX Runtime: the "
-                  "ratio of medians in each run, oldest first (each run one process).", "",
+                  "ratio of medians in each run the lever was timed in, oldest first (each run "
+                  "one process).", "",
                   *meta_lines({f"{r['model']} run {i}": run.get("meta") for r in runs
                                for i, run in enumerate(r["runs"], 1)}, "Lever runs")]  # fmt: skip
-    return [*lines, "", "![lowering levers](ceiling_levers.png)"] if runs else lines
+    return [*lines, "", "![levers](ceiling_levers.png)"] if runs else lines
 
 
 def _vs_ort(e2e: dict, label: str) -> float:
@@ -396,13 +412,13 @@ def _lever_plot(runs: list[dict], plt) -> None:
     if not runs:
         return
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels = [f"tvm-{lowering}" for lowering in reference.LOWERINGS] + ["onnxruntime", "pytorch"]
+    labels = [f"tvm-{lever}" for lever in LEVERS] + ["onnxruntime", "pytorch"]
     width = 0.8 / len(labels)
     for i, label in enumerate(labels):
         values = [r["runs"][-1]["end_to_end"].get(label, {}).get("median_ms", 0) for r in runs]
         ax.bar([j + i * width for j in range(len(runs))], values, width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(runs))], [r["model"] for r in runs])
-    ax.set(ylabel="end to end ms (median)", title=f"Lowering levers, {BUDGET} trials per kernel")
+    ax.set(ylabel="end to end ms (median)", title=f"Levers, {BUDGET} trials per kernel")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(OUT / "ceiling_levers.png", dpi=110)
@@ -414,9 +430,10 @@ def main() -> None:
     parser.add_argument("models", nargs="*")
     parser.add_argument("--lowering", choices=list(reference.LOWERINGS), default=reference.LOWERING)
     parser.add_argument("--library", help="one library for every model (default: the reference)")
+    parser.add_argument("--lever", choices=list(LEVERS), help="lever-tune: the lever to tune under")
     args = parser.parse_args()
     if args.step == "lever-tune":
-        lever_tune(args.models[0], args.lowering)
+        lever_tune(args.models[0], args.lever)
         return
     if args.step == "run":
         run(args.models or MODELS, args.lowering, args.library)

@@ -47,10 +47,12 @@ def run_meta(threads: int | None = None) -> dict:
 
 
 def merge_summary(area: str, figures: dict, threads: int | None = None) -> dict:
-    """Merge ``figures`` (measured in this run) and ``"<area>.meta"`` into summary.json."""
+    """Merge ``figures`` (measured in this run) and ``"<area>.meta"`` into summary.json; a
+    report that only rewrites the figures already there keeps the meta of their measurement."""
     summary = json.loads(SUMMARY.read_text()) if SUMMARY.is_file() else {}
+    if any(summary.get(k) != v for k, v in figures.items()) or f"{area}.meta" not in summary:
+        summary[f"{area}.meta"] = run_meta(threads)
     summary.update(figures)
-    summary[f"{area}.meta"] = run_meta(threads)
     SUMMARY.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(SUMMARY, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return summary

@@ -13,6 +13,7 @@ import pytest
 from transtune.compile import compile_model
 from transtune.library import LibraryError, open_library
 from transtune.library.database import LibraryDatabase
+from transtune.measure import FLUSH_EVALUATOR, SyncRunner, local_runner
 from transtune.targets import get_config
 from transtune.tuning import Convergence, tune, tune_kernels
 
@@ -56,6 +57,19 @@ def test_tune_records_every_candidate_and_a_falling_curve(tmp_path):
         # The budget is met: a second call has nothing left to do.
         again = tune(model, lib, "host", trials=16, num_trials_per_iter=8)
         assert again.new_trials == 0 and again.stopped == "done"
+
+
+def test_a_given_runner_times_the_candidates_and_keeps_its_own_listeners(tmp_path):
+    # The ceiling's evaluator lever: candidates timed cold (caches flushed before each run).
+    batches = []
+    runner = SyncRunner(local_runner(FLUSH_EVALUATOR), [batches.append])
+    with open_library(tmp_path / "lib.db") as lib:
+        result = tune(tiny_mlp(), lib, "host", trials=8, num_trials_per_iter=8, runner=runner)
+        assert result.new_trials == 8 and result.curve[-1][0] == 8
+        assert sum(map(len, batches)) == 1 + 8  # the untuned build, then the candidates
+        assert runner.listeners == [batches.append]  # the tuning's own listener is gone
+        runs = [r.run_secs for r in lib.records(result.kernels[0].workload_id, ok_only=True)]
+        assert runs and all(len(r) == FLUSH_EVALUATOR.repeat for r in runs)
 
 
 def test_the_kernel_with_the_largest_share_is_tuned_first(tmp_path):

@@ -44,6 +44,12 @@ from .errors import error_line
 EVALUATOR = ms.runner.EvaluatorConfig(
     number=3, repeat=1, min_repeat_ms=100, enable_cpu_cache_flush=False
 )
+# Cold weights (the ceiling issue's evaluator lever): 20 runs, each alone, each after every
+# argument but the first (the input, which the previous layer has just written) is flushed
+# from the CPU caches, as weights stream from memory inside a model.
+FLUSH_EVALUATOR = ms.runner.EvaluatorConfig(
+    number=1, repeat=20, min_repeat_ms=0, enable_cpu_cache_flush=True
+)
 # Fixed evaluator for every dataset measurement: 1 warm-up, 3 repeats (all kept), each the
 # mean of enough runs to last >= 20 ms, no cache flush.
 DATASET_EVALUATOR = ms.runner.EvaluatorConfig(

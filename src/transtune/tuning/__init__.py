@@ -117,9 +117,12 @@ def tune_kernels(
          "search": search, "device": device,
          "until": None if until is None else until.__dict__},
     )  # fmt: skip
-    listeners: list[Callable] = []  # told of each batch measured by our synchronous runner
     if runner is None:
-        runner = SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads), listeners)
+        runner = SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads))
+    # Told of each batch as soon as our synchronous runner has timed it (another runner's
+    # batches are counted when MetaSchedule joins them).
+    listeners: list[Callable] = runner.listeners if isinstance(runner, SyncRunner) else []
+    on_measured = None
     library.claim_run(run_id)  # a second tune of this model here is refused meanwhile
     try:
         with warm_builder(builder, config.num_threads) as builder:
@@ -150,7 +153,8 @@ def tune_kernels(
                 if (per_kernel is None or s.trials < per_kernel) and not tuner.converged(s)
             ]
             todo.sort(key=lambda i: -states[i].kernel.weight * states[i].best_secs)
-            listeners.append(tuner.on_measured)
+            on_measured = tuner.on_measured
+            listeners.append(on_measured)  # removed again below: a runner may be reused
             result = TuneResult(name, config.name, run_id, states, tuner.curve)
             if not todo or remaining == 0:
                 result.stopped = "done"
@@ -172,6 +176,8 @@ def tune_kernels(
             result.stopped = tuner.stop_reason or ("converged" if converged else "budget")
             return result
     finally:
+        if on_measured in listeners:
+            listeners.remove(on_measured)
         library.release_run(run_id)
 
 
