@@ -201,11 +201,18 @@ def progress() -> list[dict]:
             run_id = lib.tune_run(model)
             if run_id is None:
                 continue
-            curve = lib.curve(run_id)
+            curve, kernels = lib.curve(run_id), lib.kernel_curves(run_id)
+            weights = lib.model_weights(model)
+            if model in REFERENCE:
+                left = sum(rule.trials_left(kernels.get(w, []), MAX_PER_KERNEL) for w in weights)
+            else:
+                left = sum(max(0, COVERAGE_PER_KERNEL - (kernels[w][-1][0] if kernels.get(w)
+                                                         else 0)) for w in weights)  # fmt: skip
             rows.append({
                 "lowering": lowering, "model": model, "converge": model in REFERENCE,
-                "kernels": len(lib.model_weights(model)),
-                "converged": sum(map(rule.reached, lib.kernel_curves(run_id).values())),
+                "kernels": len(weights),
+                "converged": sum(map(rule.reached, kernels.values())),
+                "left": 0 if lib.get_meta(FINISHED) else left,
                 "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
                 "finished": lib.get_meta(FINISHED), "curve": curve,
                 "mib": path.stat().st_size / 2**20,
@@ -247,16 +254,22 @@ def report() -> None:
         f"{LOWERING} (the ceiling's levers). The "
         "queue is resumable; unfinished models continue in later sessions.",
         "",
+        "Left = the fewest more trials after which the model can finish (each kernel's, if "
+        "no candidate improves its best again; the rule may want more), and the hours they "
+        "take at the model's trials per second so far.",
+        "",
         "| lowering | model | rule | kernels | converged | trials | est. ms | tuning s | finished "
-        "| MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| left: trials (h) | MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        hours = r["left"] * r["seconds"] / max(r["trials"], 1) / 3600
         lines.append(
             f"| {r['lowering']} | {r['model']} | "
             f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
             f"{r['kernels']} | {r['converged']} | {r['trials']} | {1e3 * r['latency']:.2f} | "
-            f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['mib']:.2f} |"
+            f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['left']} ({hours:.1f}) "
+            f"| {r['mib']:.2f} |"
         )
     lines += ["", "![curves](reference_curves.png)", ""]
     (out / "reference.md").write_text("\n".join(lines))

@@ -148,6 +148,11 @@ def test_convergence_rule_reads_the_last_quarter_of_a_kernel_curve():
     assert not rule.reached(falling)
     assert rule.reached([*falling, (288, 0.87), (320, 0.87), (352, 0.866)])  # 0.5% since 264
     assert not rule.reached([])
+    # How many more candidates at least, if none improves the best again:
+    assert rule.trials_left(flat) == 0
+    assert rule.trials_left(flat[:-1]) == 32  # flat since 128: the 256 minimum is what is left
+    assert rule.trials_left(falling) == 342 - 256  # 0.87 since 256, a last quarter from 342
+    assert rule.trials_left(falling, cap=300) == 44 and rule.trials_left([]) == 256
 
 
 @pytest.mark.slow  # about 55 s; the rule itself is tested just above

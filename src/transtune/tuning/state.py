@@ -3,6 +3,7 @@ result, the end-to-end latency estimate."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..tasks import Kernel
@@ -24,6 +25,17 @@ class Convergence:
         trials, best = curve[-1]
         before = [b for t, b in curve if t <= trials * (1 - self.tail)]
         return bool(before) and (before[-1] - best) < self.tolerance * before[-1]
+
+    def trials_left(self, curve: list[tuple[int, float]], cap: int | None = None) -> int:
+        """The fewest more candidates after which the rule can hold (all of them, if none
+        improves the best again), at most up to ``cap`` candidates in all."""
+        if self.reached(curve):
+            return 0
+        trials, best = curve[-1] if curve else (0, 0.0)
+        # The rule holds at n once the best at n x (1 - tail) was already within tolerance.
+        within = next((t for t, b in curve if b * (1 - self.tolerance) < best), trials)
+        need = max(self.min_trials, math.ceil(within / (1 - self.tail)), trials + 1)
+        return max(0, (min(need, cap) if cap is not None else need) - trials)
 
 
 @dataclass
