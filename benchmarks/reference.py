@@ -212,6 +212,10 @@ def progress() -> list[dict]:
                 "lowering": lowering, "model": model, "converge": model in REFERENCE,
                 "kernels": len(weights),
                 "converged": sum(map(rule.reached, kernels.values())),
+                # Kernels a finished tuning left short of the rule and of the cap: MetaSchedule
+                # found no new candidate in their design space (a transpose has 3 at all).
+                "exhausted": sum(not rule.reached(c) and c[-1][0] < MAX_PER_KERNEL
+                                 for c in kernels.values()) if lib.get_meta(FINISHED) else 0,
                 "left": 0 if lib.get_meta(FINISHED) else left,
                 "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
                 "finished": lib.get_meta(FINISHED), "curve": curve,
@@ -254,6 +258,8 @@ def report() -> None:
         f"{LOWERING} (the ceiling's levers). The "
         "queue is resumable; unfinished models continue in later sessions.",
         "",
+        "Exhausted = kernels whose design space ran out of new candidates before the rule "
+        "could hold (the model finished with them below the cap). "
         "Left = the fewest more trials after which the model can finish (each kernel's, if "
         "no candidate improves its best again; the rule may want more), and the hours they "
         "take at the model's trials per second so far.",
@@ -267,7 +273,9 @@ def report() -> None:
         lines.append(
             f"| {r['lowering']} | {r['model']} | "
             f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
-            f"{r['kernels']} | {r['converged']} | {r['trials']} | {1e3 * r['latency']:.2f} | "
+            f"{r['kernels']} | {r['converged']}"
+            f"{f' (+{x} exhausted)' if (x := r['exhausted']) else ''} | {r['trials']} | "
+            f"{1e3 * r['latency']:.2f} | "
             f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['left']} ({hours:.1f}) "
             f"| {r['mib']:.2f} |"
         )
