@@ -157,6 +157,7 @@ def report() -> None:
             f"{prefix}mean_pct_max": 100 * pct,
             f"{prefix}mean_pct_max_vs_default": 100 * pct_default,
             f"{prefix}mean_match_ratio": ratio, f"{prefix}naive_kernels": naive,
+            f"{prefix}models": len(rows),  # the means are over these held-out models
         }  # fmt: skip
         plots[protocol] = (runs, rows)
     lines += [
