@@ -174,7 +174,7 @@ def report(result: dict) -> None:
               f"Pre-trained without {', '.join(result['unseen'])}; adapted with the records of "
               f"k% of half of `{target}`'s kernels, evaluated on the other half "
               f"(`benchmarks/adaptation.py`). With 5%, fine-tuning reaches {fraction:.1%} of "
-              "the PCA of the model trained from scratch on all of that half (goal: 95%), "
+              "the PCA of the best model fitted on all of that half (goal: 95%), "
               f"{over_lookup:+.3f} PCA over the best lookup baseline.", "",
               *adaptation.table(mean)]  # fmt: skip
     adaptation.plot(mean, target, OUT / "costmodel_transfer.png")

@@ -118,6 +118,38 @@ def test_the_lookup_baseline_ranks_by_the_same_programs_latency_elsewhere():
         model.save("x.json")
 
 
+def test_the_lookup_residual_learns_what_the_lookup_misses():
+    from dataclasses import replace
+
+    # Kernels w0..w19 measured on "old" (groups 0-19) and "new" (20-39), the same programs.
+    # The new CPU's speed follows a program feature that the old CPU's latency shows weakly.
+    kernels, per = 20, 24
+    data = synthetic_data(groups=2 * kernels, per_group=per)
+    rng = np.random.default_rng(1)
+    signal = np.add.reduceat(data.stores[:, 3], data.offsets[:-1])
+    half = kernels * per
+    latency = np.exp(-signal)
+    latency[:half] = np.exp(-0.2 * signal[half:] + 0.5 * rng.normal(size=half))
+    best = np.array([latency[data.group == g].min() for g in range(2 * kernels)])
+    data = replace(
+        data, latency=latency, label=(best[data.group] / latency).astype(np.float32),
+        workload=np.asarray([f"w{g % kernels}" for g in data.group], dtype=object),
+        target=np.asarray(["old"] * half + ["new"] * half, dtype=object),
+        sample=np.tile(np.arange(per), 2 * kernels),
+    )  # fmt: skip
+    train = np.flatnonzero((data.target == "old") | (data.group < kernels + 12))
+    test = np.flatnonzero(data.group >= kernels + 12)
+    lookup = create("lookup", source="old").fit(data, train).score(data, test)["pca"]
+    model = create("lookup-residual", source="old").fit(data, train)
+    assert model.rounds > 0 and model.score(data, test)["pca"] > lookup + 0.05, lookup
+    # From one kernel of the new CPU nothing is learned: the lookup alone.
+    one = np.flatnonzero((data.target == "old") | (data.group == kernels))
+    alone = create("lookup-residual", source="old").fit(data, one)
+    assert alone.booster is None
+    assert np.array_equal(alone.predict(data, test), create("lookup", source="old")
+                          .fit(data, one).predict(data, test))  # fmt: skip
+
+
 def test_ensemble_per_task_features_and_the_mixed_loss(tmp_path):
     from transtune.costmodel.data import standardized_per_group
 

@@ -313,11 +313,13 @@ def measure_peak(config, simd_bits: int, session=None) -> tuple[float, float]:
         lib = tvm.compile(sch.mod, target=target)
         if session is None:
             return lib.jit()
+        # One name per shape: the server loads a shared library once per path, so a second
+        # upload under the first one's name would run the first module.
+        name = f"{out.op.name}-{args[0].shape[0]}x{lanes}.tar"
         with tempfile.TemporaryDirectory() as tmp:
-            path = f"{tmp}/{out.op.name}.tar"
-            lib.export_library(path)
-            session.upload(path)
-            return session.load_module(f"{out.op.name}.tar")
+            lib.export_library(f"{tmp}/{name}")
+            session.upload(f"{tmp}/{name}")
+            return session.load_module(name)
 
     def tensors(count: int, n: int):
         return [tvm.runtime.tensor(np.full(n, 1.0, "float32"), device=dev) for _ in range(count)]

@@ -16,14 +16,37 @@ from .common import (
 )
 
 
+def _hardware_table(by_hardware: dict, hardware: dict) -> Table:
+    """Records per hardware id, beside what each id ran on."""
+    table = Table(title="records by hardware id")
+    for column in ("hardware id", "as", "CPU (LLVM cpu)", "family/model", "built for"):
+        table.add_column(column)
+    for column in ("threads", "peak GFLOP/s", "records", "ok", "kernels"):
+        table.add_column(column, justify="right")
+    for hw_id, row in sorted(by_hardware.items()):
+        d = hardware.get(hw_id, {})
+        fp = d.get("fingerprint", {})
+        peak = d.get("measured_peak_gflops")
+        table.add_row(
+            hw_id, str(row["as"]), row["cpu"], f"{fp.get('family', '?')}/{fp.get('model', '?')}",
+            str(fp.get("mcpu", "?")),
+            str(d.get("threads", "?")), f"{peak:.0f}" if peak else "?", str(row["records"]),
+            str(row["ok"]), str(row["kernels"]),
+        )  # fmt: skip
+    return table
+
+
 def _cmd_dataset(args: argparse.Namespace) -> None:
     from ..dataset import collect, dataset_info, dataset_kernels
     from ..dataset.info import export_json
     from ..targets import hardware_name
 
     if args.action == "info":
-        for key, value in dataset_info(args.dir).items():
-            console.print(f"{key}: {value}")
+        info = dataset_info(args.dir)
+        for key, value in info.items():
+            if key not in ("by_hardware", "hardware"):
+                console.print(f"{key}: {value}")
+        console.print(_hardware_table(info["by_hardware"], info["hardware"]))
     elif args.action == "migrate":
         from ..dataset.migrate import migrate_dataset
 

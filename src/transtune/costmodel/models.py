@@ -298,7 +298,7 @@ def _standardized(score: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 
 KINDS = {"xgb": XGBCostModel, "torch": TorchCostModel, "ensemble": EnsembleModel}
-NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp", "lookup", "ensemble")
+NAMES = ("xgb", "mlp", "attention", "ms-xgb", "ms-mlp", "lookup", "lookup-residual", "ensemble")
 
 
 def _options_of(name: str, options: dict) -> dict:
@@ -313,7 +313,8 @@ def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _B
     or ``attention`` (ours; ``options`` are :class:`XGBConfig` or :class:`TorchConfig`
     fields, e.g. ``net={"trace": False}``), ``ms-xgb`` or ``ms-mlp`` (MetaSchedule's own, as
     peers; they import TVM), ``lookup`` (the cross-hardware baseline; ``source=`` the
-    hardware id whose latencies it reuses), ``ensemble`` (``members=`` names, default
+    hardware id whose latencies it reuses), ``lookup-residual`` (the lookup plus a learned
+    correction; ``source=``), ``ensemble`` (``members=`` names, default
     attention and xgb; ``weights=``). ``epochs``: of the torch models (None: their
     default)."""
     torch_epochs = {} if epochs is None else {"epochs": epochs}
@@ -331,6 +332,10 @@ def create(name: str, seed: int = 0, epochs: int | None = None, **options) -> _B
         from .lookup import LookupModel
 
         return LookupModel(**options)
+    if name == "lookup-residual":
+        from .lookup import LookupResidualModel
+
+        return LookupResidualModel(seed=seed, **options)
     if name == "ensemble":  # members=("attention", "xgb"), weights=None, each created by name
         members = options.pop("members", ("attention", "xgb"))
         weights = options.pop("weights", None)
