@@ -47,18 +47,29 @@ def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: in
     pretrained = []
 
     def pre():
+        """The pre-trained model of this seed, kept beside the steps so that a rerun of the
+        steps after it does not train it again."""
         if not pretrained:
-            pretrained.append(create("attention", seed=seed, epochs=epochs).fit(data, source_rows))
+            from transtune.costmodel import load
+
+            path = steps.path.with_name(f"pretrained-s{seed}.json")
+            if f"s{seed} pre-trained" in steps.done and path.is_file():
+                pretrained.append(load(path))
+            else:
+                model = create("attention", seed=seed, epochs=epochs).fit(data, source_rows)
+                model.save(path)
+                pretrained.append(model)
+                steps.run(f"s{seed} pre-trained", lambda: {"path": path.name})
         return pretrained[0]
 
     def fit(name: str, train: np.ndarray, **options):
         return lambda: scores(create(name, seed=seed, **options).fit(data, train), data, test)
 
-    def fine_tune(adapt: np.ndarray, kernel_count: int):
+    def fine_tune(adapt: np.ndarray):
         def run() -> dict:
             tuned = copy.deepcopy(pre())
             tuned.config.epochs = max(5, epochs // 3)
-            tuned.config.validation = 0.2 if kernel_count >= 5 else 0.0
+            tuned.config.validation = 0.2  # of the kernels, or of the programs of fewer than 5
             return scores(tuned.fit(data, adapt), data, test)
 
         return run
@@ -71,7 +82,7 @@ def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: in
         adapt = np.flatnonzero(on_new & np.isin(data.workload, chosen))
         with_sources = np.concatenate([source_rows, adapt])
         plan += [
-            ("fine-tune", k, len(adapt), fine_tune(adapt, len(chosen))),
+            ("fine-tune", k, len(adapt), fine_tune(adapt)),
             ("from scratch", k, len(adapt), fit("attention", adapt, epochs=epochs)),
             ("xgboost", k, len(adapt), fit("xgb", with_sources)),
         ]

@@ -89,6 +89,21 @@ def test_validation_kernels_pick_the_epoch_and_the_callers_rng_is_untouched():
     assert np.array_equal(again.predict(data), before)
 
 
+def test_validation_holds_out_kernels_or_with_few_kernels_programs_of_each():
+    from transtune.costmodel.models import _hold_out
+
+    data = synthetic_data(groups=8, per_group=12)
+    rows = np.arange(len(data))
+    train, held = _hold_out(data, rows, 0.25, seed=0)
+    assert len(set(data.workload[held])) == 2 and not set(data.workload[held]) & set(
+        data.workload[train])  # fmt: skip
+    few = rows[data.group < 3]
+    train, held = _hold_out(data, few, 0.25, seed=0)
+    assert set(data.workload[held]) == set(data.workload[train]) == {"w0", "w1", "w2"}
+    assert sorted([*train, *held]) == few.tolist()
+    assert _hold_out(data, few, 0.0, seed=0)[1] is None
+
+
 def test_the_lookup_baseline_ranks_by_the_same_programs_latency_elsewhere():
     from dataclasses import replace
 

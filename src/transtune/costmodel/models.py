@@ -162,7 +162,7 @@ class TorchConfig:
     groups_per_batch: int = 16
     seed: int = 0
     net: dict = field(default_factory=dict)  # keyword arguments of the network
-    validation: float = 0.0  # share of the training kernels held out to pick the best epoch
+    validation: float = 0.0  # share of the kernels (or programs) held out to pick the epoch
     per_task: bool = False  # store features standardized within each group (kernel, config)
 
 
@@ -194,7 +194,7 @@ class TorchCostModel(_Base):
         rows = self._rows(data, index)
         self._note_hardware(data, rows)
         inputs = self._inputs(data, rows)
-        rows, held = _hold_out_kernels(data, rows, c.validation, c.seed)
+        rows, held = _hold_out(data, rows, c.validation, c.seed)
         self.history = train(
             self.net, inputs, rows, c.loss, c.epochs, c.groups_per_batch, c.lr,
             c.weight_decay, c.seed, on_epoch, held,
@@ -233,15 +233,19 @@ class TorchCostModel(_Base):
         return model
 
 
-def _hold_out_kernels(data: CostData, rows: np.ndarray, share: float, seed: int):
+def _hold_out(data: CostData, rows: np.ndarray, share: float, seed: int):
     """(training rows, validation rows): ``share`` of the kernels (workloads) held out, so
-    that the epoch is picked on kernels the model does not train on (None: no validation)."""
+    that the epoch is picked on kernels the model does not train on; with fewer than 5
+    kernels, ``share`` of each kernel's programs instead (None: no validation)."""
     if share <= 0:
         return rows, None
     kernels = np.unique(data.workload[rows])
     rng = np.random.default_rng(seed)
-    held = set(rng.choice(kernels, max(1, round(share * len(kernels))), replace=False))
-    mask = np.asarray([w in held for w in data.workload[rows]])
+    if len(kernels) >= 5:
+        held = rng.choice(kernels, max(1, round(share * len(kernels))), replace=False)
+        mask = np.isin(data.workload[rows], held)
+    else:
+        mask = rng.random(len(rows)) < share
     return rows[~mask], rows[mask]
 
 
