@@ -3,10 +3,11 @@ costmodel page's ISA transfer and the hardware page's transfer to a second CPU.
 
 Pre-trained on the ``sources`` configurations; evaluated on half of the ``new``
 configuration's kernels (a seeded draw), adapted with the records of k% of the other half:
-zero-shot, fine-tuned (a few epochs; validation-picked, the pre-trained weights kept when no
-epoch beats them), the same network trained from scratch on the k%, XGBoost on the sources'
-records plus the k%, the lookup baseline from each source (the same program's latency there)
-and, from each source, the lookup plus a correction learned on the k% (``lookup-residual``).
+zero-shot, fine-tuned (a few epochs at a tenth of the learning rate; validation-picked, the
+pre-trained weights kept when no epoch beats them), the same network trained from scratch on
+the k%, XGBoost on the sources' records plus the k%, the lookup baseline from each source (the
+same program's latency there) and, from each source, the lookup plus a correction learned on
+the k% (``lookup-residual``).
 Metrics: PCA, peak@1, TenSet's top-1/top-5 network scores.
 """
 
@@ -19,6 +20,7 @@ from resume import Steps
 
 SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
 METRICS = ("pca", "peak@1", "top1", "top5")
+FINE_TUNE_LR = 1e-4  # a tenth of training's: a few hundred records move the weights less
 
 
 def scores(model, data, test: np.ndarray) -> dict:
@@ -68,7 +70,7 @@ def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: in
     def fine_tune(adapt: np.ndarray):
         def run() -> dict:
             tuned = copy.deepcopy(pre())
-            tuned.config.epochs = max(5, epochs // 3)
+            tuned.config.epochs, tuned.config.lr = max(5, epochs // 3), FINE_TUNE_LR
             tuned.config.validation = 0.2  # of the kernels, or of the programs of fewer than 5
             return scores(tuned.fit(data, adapt), data, test)
 

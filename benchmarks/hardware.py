@@ -195,6 +195,55 @@ def _stages(result) -> dict[str, int]:
     return out
 
 
+def _same_programs(hardware: dict) -> list[str]:
+    """The Markdown section comparing, per thread count, each CPU's full-ISA id with the ids of
+    the best-measured CPU (each ISA build) on the programs both measured: the median latency
+    ratio, the median per-kernel Spearman correlation of the two orders, and how often they
+    agree on the fastest program."""
+    import pyarrow.compute as pc
+
+    from transtune.dataset import load_records
+
+    table = load_records(DATASET, ["workload", "sample", "status", "mean_secs"])[0]
+    table = table.filter(pc.equal(table["status"], "ok"))
+    latency: dict[str, dict[tuple[str, int], float]] = {}
+    columns = (table[c].to_pylist() for c in ("target", "workload", "sample", "mean_secs"))
+    for target, w, sample, secs in zip(*columns, strict=True):
+        latency.setdefault(target, {})[w, sample] = secs
+    lines = ["", "## The same programs on both CPUs", "",
+             "Programs measured successfully on both ids; the ratio is the new id's latency "
+             "over the other's; the rank correlation is Spearman's over each kernel's programs "
+             "(kernels with at least 5 in common), its median over kernels.", "",
+             "| ids | programs on both | kernels | latency ratio, median (p10..p90) "
+             "| rank correlation, median | same fastest program |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    held = cpus()
+    base_cpu = max(held, key=lambda cpu: sum(len(latency.get(i, {})) for i in held[cpu]))
+    for threads in (2, 1):
+        others = [full_isa(ids, threads) for cpu, ids in held.items() if cpu != base_cpu]
+        bases = [i for i in held[base_cpu] if hardware[i]["threads"] == threads]
+        pairs = [(o, b) for o in others if o in latency for b in bases if b in latency]
+        for other, base in pairs:
+            common = sorted(set(latency[other]) & set(latency[base]))
+            ratio = np.asarray([latency[other][k] / latency[base][k] for k in common])
+            by_kernel: dict[str, list[tuple[str, int]]] = {}
+            for key in common:
+                by_kernel.setdefault(key[0], []).append(key)
+            rho, same = [], []
+            for keys in by_kernel.values():
+                if len(keys) < 5:
+                    continue
+                a = np.asarray([latency[base][k] for k in keys])
+                b = np.asarray([latency[other][k] for k in keys])
+                rho.append(np.corrcoef(a.argsort().argsort(), b.argsort().argsort())[0, 1])
+                same.append(a.argmin() == b.argmin())
+            p10, p50, p90 = np.percentile(ratio, [10, 50, 90]) if len(ratio) else [np.nan] * 3
+            lines.append(f"| `{other}` vs `{base}` | {len(common):,} | {len(by_kernel)} "
+                         f"| {p50:.2f} ({p10:.2f}..{p90:.2f}) | {np.median(rho):.2f} "
+                         f"| {np.mean(same):.0%} of {len(same)} |")  # fmt: skip
+    return lines
+
+
 def report() -> None:
     from transtune.dataset import dataset_info
 
@@ -214,6 +263,7 @@ def report() -> None:
             f"| {d.get('measured_bandwidth_gbs', 0):.0f} "
             f"| {info['by_hardware'].get(hw_id, {}).get('records', 0):,} |"
         )
+    lines += _same_programs(info["hardware"])
     path = DATA / "costmodel.json"
     if path.exists():
         result = json.loads(path.read_text())
