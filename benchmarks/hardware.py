@@ -248,7 +248,7 @@ def report() -> None:
     from transtune.dataset import dataset_info
 
     info = dataset_info(DATASET)
-    lines = ["# Hardware: the same programs on two real CPUs", "",
+    lines = ["# Hardware: the same programs on several real CPUs", "",
              "Written by `benchmarks/hardware.py report`.", "", "## The CPUs", "",
              "| hardware id | as | CPU | LLVM CPU | family/model | threads | L1d / L2 / L3 KiB "
              "| SIMD bits | peak GFLOP/s | bandwidth GB/s | records |",

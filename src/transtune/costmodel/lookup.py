@@ -91,13 +91,9 @@ class LookupResidualModel(_Base):
         import xgboost as xgb
 
         rows = rows[np.argsort(data.group[rows], kind="stable")]
-        c = self.config
-        params = {"objective": "rank:pairwise", "max_depth": c.max_depth,
-                  "eta": c.learning_rate, "subsample": c.subsample, "seed": c.seed,
-                  "nthread": c.threads, "tree_method": "hist"}  # fmt: skip
         margin = self.lookup.predict(data, rows)
         matrix = self._matrix(data, rows, margin, data.label[rows])
-        return xgb.train(params, matrix, num_boost_round=rounds)
+        return xgb.train(self.config.params(), matrix, num_boost_round=rounds)
 
     def fit(self, data: CostData, index=None) -> LookupResidualModel:
         """Remember the source's latencies among rows ``index``; learn the correction on the

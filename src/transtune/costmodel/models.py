@@ -86,6 +86,12 @@ class XGBConfig:
     seed: int = 0
     threads: int = 2
 
+    def params(self) -> dict:
+        """The booster parameters ``xgboost.train`` takes."""
+        return {"objective": self.objective, "max_depth": self.max_depth,
+                "eta": self.learning_rate, "subsample": self.subsample, "seed": self.seed,
+                "nthread": self.threads, "tree_method": "hist"}  # fmt: skip
+
 
 def pack_sum(data: CostData, rows: np.ndarray) -> np.ndarray:
     """Per row: the sum of its store features, log2(store count + 1), hardware vector and log
@@ -116,14 +122,11 @@ class XGBCostModel(_Base):
         self.classes = self.classes or list(data.classes)
         self._note_hardware(data, rows)
         c = self.config
-        params = {"objective": c.objective, "max_depth": c.max_depth, "eta": c.learning_rate,
-                  "subsample": c.subsample, "seed": c.seed, "nthread": c.threads,
-                  "tree_method": "hist"}  # fmt: skip
         matrix = xgb.DMatrix(pack_sum(data, rows), label=data.label[rows])
         if c.objective.startswith("rank:"):
             matrix.set_group(np.unique(data.group[rows], return_counts=True)[1])
         self.booster = xgb.train(
-            params, matrix, num_boost_round=rounds or c.n_estimators,
+            c.params(), matrix, num_boost_round=rounds or c.n_estimators,
             xgb_model=self.booster if warm else None,
         )  # fmt: skip
         return self
