@@ -8,6 +8,9 @@ pre-trained weights kept when no epoch beats them), the same network trained fro
 the k%, XGBoost on the sources' records plus the k%, the lookup baseline from each source (the
 same program's latency there) and, from each source, the lookup plus a correction learned on
 the k% (``lookup-residual``).
+With ``blind``, also the same without the test kernels' programs in pre-training (methods named
+``blind ...``): programs measured on no configuration at all, where no lookup exists, the
+pre-trained model fine-tuned against XGBoost and against the network trained on the k% alone.
 Metrics: PCA, peak@1, TenSet's top-1/top-5 network scores.
 """
 
@@ -36,7 +39,9 @@ def scores(model, data, test: np.ndarray) -> dict:
             "top5": float(network_topk(s, lat, group, weight, 5))}  # fmt: skip
 
 
-def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: int) -> list[dict]:
+def rows(
+    data, new: str, sources: list[str], seed: int, steps: Steps, epochs: int, blind: bool = False
+) -> list[dict]:
     """One seed's rows of every method (each fit a resumable step)."""
     from transtune.costmodel import create
 
@@ -46,30 +51,34 @@ def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: in
     np.random.default_rng(seed).shuffle(kernels)
     test = np.flatnonzero(on_new & np.isin(data.workload, kernels[: len(kernels) // 2]))
     pool = kernels[len(kernels) // 2 :]
-    pretrained = []
+    unseen = source_rows[~np.isin(data.workload[source_rows], data.workload[test])]
+    pretrained: dict[str, object] = {}
 
-    def pre():
-        """The pre-trained model of this seed, kept beside the steps so that a rerun of the
-        steps after it does not train it again."""
-        if not pretrained:
+    def pre(prefix: str = ""):
+        """The pre-trained model of this seed (``prefix`` "blind ": without the test kernels), kept
+        beside the steps so that a rerun of the steps after it does not train it again."""
+        if prefix not in pretrained:
             from transtune.costmodel import load
 
-            path = steps.path.with_name(f"pretrained-s{seed}.json")
-            if f"s{seed} pre-trained" in steps.done and path.is_file():
-                pretrained.append(load(path))
+            key = f"s{seed} {prefix}pre-trained"
+            suffix = "-blind" if prefix else ""
+            path = steps.path.with_name(f"pretrained-s{seed}{suffix}-{new}.json")
+            if key in steps.done and path.is_file():
+                pretrained[prefix] = load(path)
             else:
-                model = create("attention", seed=seed, epochs=epochs).fit(data, source_rows)
+                train = unseen if prefix else source_rows
+                model = create("attention", seed=seed, epochs=epochs).fit(data, train)
                 model.save(path)
-                pretrained.append(model)
-                steps.run(f"s{seed} pre-trained", lambda: {"path": path.name})
-        return pretrained[0]
+                pretrained[prefix] = model
+                steps.run(key, lambda: {"path": path.name})
+        return pretrained[prefix]
 
     def fit(name: str, train: np.ndarray, **options):
         return lambda: scores(create(name, seed=seed, **options).fit(data, train), data, test)
 
-    def fine_tune(adapt: np.ndarray):
+    def fine_tune(adapt: np.ndarray, prefix: str = ""):
         def run() -> dict:
-            tuned = copy.deepcopy(pre())
+            tuned = copy.deepcopy(pre(prefix))
             tuned.config.epochs, tuned.config.lr = max(5, epochs // 3), FINE_TUNE_LR
             tuned.config.validation = 0.2  # of the kernels, or of the programs of fewer than 5
             return scores(tuned.fit(data, adapt), data, test)
@@ -79,6 +88,9 @@ def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: in
     plan = [("zero-shot", 0.0, 0, lambda: scores(pre(), data, test)),
             ("xgboost", 0.0, 0, fit("xgb", source_rows))]  # fmt: skip
     plan += [(f"lookup {s}", 0.0, 0, fit("lookup", source_rows, source=s)) for s in sources]
+    if blind:
+        plan += [("blind zero-shot", 0.0, 0, lambda: scores(pre("blind "), data, test)),
+                 ("blind xgboost", 0.0, 0, fit("xgb", unseen))]  # fmt: skip
     for k in SHARES:
         chosen = pool[: max(1, int(round(k * len(pool))))]
         adapt = np.flatnonzero(on_new & np.isin(data.workload, chosen))
@@ -90,6 +102,10 @@ def rows(data, new: str, sources: list[str], seed: int, steps: Steps, epochs: in
         ]
         plan += [(f"lookup-residual {s}", k, len(adapt),
                   fit("lookup-residual", with_sources, source=s)) for s in sources]  # fmt: skip
+        if blind:
+            plan += [("blind fine-tune", k, len(adapt), fine_tune(adapt, "blind ")),
+                     ("blind xgboost", k, len(adapt),
+                      fit("xgb", np.concatenate([unseen, adapt])))]  # fmt: skip
     return [{"seed": seed, "k": k, "method": method, "records": records,
              **steps.run(f"s{seed} {method} {k:.0%}", step)}
             for method, k, records, step in plan]  # fmt: skip
@@ -119,9 +135,21 @@ def headline(mean: dict, method: str = "fine-tune") -> tuple[float, float]:
     ``method`` "lookup-residual" means the residual on the best lookup's source."""
     if method == "lookup-residual":
         method = best_lookup(mean).replace("lookup", "lookup-residual", 1)
-    full = max(v["pca"] for (_, k), v in mean.items() if k == 1.0)
+    full = max(v["pca"] for (m, k), v in mean.items() if k == 1.0 and not m.startswith("blind"))
     pca = mean[method, 0.05]["pca"]
     return pca / full, pca - mean[best_lookup(mean), 0.0]["pca"]
+
+
+def blind_line(mean: dict, k: float = 0.05) -> str | None:
+    """The sentence comparing, on programs measured nowhere, the fine-tuned model with XGBoost
+    and with the network trained on the k% alone (None without blind rows)."""
+    if ("blind fine-tune", k) not in mean:
+        return None
+    pca = {m: mean[m, k]["pca"] for m in ("blind fine-tune", "blind xgboost", "from scratch")}
+    return (f"- On programs measured on no configuration in training (pre-training without the "
+            f"test kernels), with {k:.0%}: the fine-tuned model {pca['blind fine-tune']:.3f} PCA, "
+            f"XGBoost {pca['blind xgboost']:.3f}, the network trained on the {k:.0%} alone "
+            f"{pca['from scratch']:.3f}.")  # fmt: skip
 
 
 def table(mean: dict) -> list[str]:
@@ -145,9 +173,10 @@ def plot(mean: dict, new: str, path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     lookup = best_lookup(mean)
     residual = lookup.replace("lookup", "lookup-residual", 1)
-    for method in ("fine-tune", "from scratch", "xgboost", residual):
+    for method in ("fine-tune", "from scratch", "xgboost", residual, "blind fine-tune"):
         pts = sorted((k, v["pca"]) for (m, k), v in mean.items() if m == method and k > 0)
-        ax.plot([100 * k for k, _ in pts], [p for _, p in pts], "o-", label=method)
+        if pts:
+            ax.plot([100 * k for k, _ in pts], [p for _, p in pts], "o-", label=method)
     ax.axhline(mean["zero-shot", 0.0]["pca"], color="gray", ls="--", label="zero-shot")
     ax.axhline(mean[lookup, 0.0]["pca"], color="black", ls=":", label=f"best {lookup}")
     ax.set_xscale("log")
