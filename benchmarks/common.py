@@ -16,6 +16,8 @@ from transtune.files import write_text_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = ROOT / "docs" / "results" / "summary.json"
+# The shipped cost model (``make demo`` guides with it), trained by ``guided.py checkpoint``.
+CHECKPOINT = ROOT / "data" / "costmodel" / "attention-by-model.json"
 PACKAGES = ("apache-tvm", "apache-tvm-ffi", "torch", "onnxruntime", "xgboost-cpu", "pyarrow")
 
 

@@ -41,13 +41,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import merge_summary, meta_lines, write_result
+from common import CHECKPOINT, merge_summary, meta_lines, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "guided"
 DATASET = ROOT / "data" / "dataset"
-CHECKPOINT = ROOT / "data" / "costmodel" / "attention-by-model.json"
 LIBRARY = ROOT / "data" / "library" / "zoo-host.db"
 # Held out of the cost model's training data (TenSet's held-out networks) and not among the
 # models whose tuned schedules the library holds.

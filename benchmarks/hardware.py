@@ -24,13 +24,16 @@ Metrics: PCA, peak@1, TenSet's top-1/top-5 network score. Each fit is a resumabl
 
 ``schedules``: each model held out, transfer-tuned on this CPU from the other CPU's finished
 reference libraries (their records replayed and rebuilt for this target), and from this CPU's
-own when it has them, timed end to end, interleaved, beside this CPU's full tuning (when its
-reference finished), ONNX Runtime and PyTorch.
+own when it has them (once measuring every replayed candidate, once with the shipped cost
+model choosing which to measure and ranking the sampled stage, as ``make demo`` does), timed
+end to end, interleaved, beside this CPU's own tuning of the model (its reference
+library, finished or as far as it got), ONNX Runtime and PyTorch.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -40,7 +43,7 @@ import dataset
 import deep
 import numpy as np
 import reference
-from common import ROOT, merge_summary, meta_line, write_result
+from common import CHECKPOINT, ROOT, merge_summary, meta_line, write_result
 from resume import Steps
 
 OUT = ROOT / "docs" / "results"
@@ -77,7 +80,7 @@ def collect(minutes: float) -> None:
     from transtune.machine import host_info
 
     here, held = host_info().mcpu, cpus()
-    table = load_records(DATASET, ["workload", "sample", "status"])[0]
+    table = load_records(DATASET, ["workload"])[0]
     by_id = {c["values"]: c["counts"] for c in table["target"].value_counts().to_pylist()}
     sources = [i for cpu, ids in held.items() if cpu != here and (i := full_isa(ids))]
     if not sources:
@@ -176,28 +179,36 @@ def schedules(models: list[str]) -> None:
         builds, rows = {"untuned": (config, None)}, {}
         with tempfile.TemporaryDirectory() as tmp:
             libraries = {}
-            for folder in [*others, reference.folder()]:
-                path = Path(tmp) / f"{folder.parent.name}.db"
+            # Each donor CPU twice: every replayed candidate measured, and the shipped cost
+            # model choosing which to measure and ranking the sampled stage (as make demo does).
+            for folder, guide in itertools.product([*others, reference.folder()],
+                                                   [None, CHECKPOINT]):  # fmt: skip
+                label = f"from {folder.parent.name}" + (", cost model" if guide else "")
+                path = Path(tmp) / f"{label}.db"
                 donors = _donor_library(path, folder, name)
                 if not donors:
                     continue
-                lib = libraries[folder.parent.name] = open_library(path)
-                with Workflow(model, lib, config) as wf:
+                lib = libraries[label] = open_library(path)
+                with Workflow(model, lib, config, cost_model=guide) as wf:
                     result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES)
-                label = f"from {folder.parent.name}"
                 builds[label] = (config, LibraryDatabase(lib, config))
                 rows[label] = {"donors": donors, "estimated_ms": 1e3 * result.estimated_latency,
                                "search_seconds": result.search_seconds,
                                "stages": _stages(result)}  # fmt: skip
-            own = reference.folder() / f"{name}.db"
-            if reference.finished(own):
-                full = libraries["full"] = open_library(own, read_only=True)
-                builds["full tuning"] = (config, LibraryDatabase(full, config, read=("tuned",)))
+            mine = reference.folder() / f"{name}.db"
+            own = libraries["own"] = open_library(mine, read_only=True) if mine.is_file() else None
+            if own and (run := own.tune_run(name)) is not None:  # this CPU's own tuning, so far
+                trials, seconds, latency = own.curve(run)[-1]
+                label = "full tuning" if own.get_meta(reference.FINISHED) else "own, unfinished"
+                builds[label] = (config, LibraryDatabase(own, config, read=("tuned",)))
+                rows[label] = {"trials": trials, "estimated_ms": 1e3 * latency,
+                               "search_seconds": seconds}  # fmt: skip
             e2e = compare(model, builds, repeat=10)
-            for lib in libraries.values():
+            for lib in filter(None, libraries.values()):
                 lib.close()
-        write_result(DATA / f"schedules-{name}.json", {
+        write_result(DATA / f"schedules-{config.name}-{name}.json", {
             "model": name, "config": config.name, "lowering": reference.LOWERING,
+            "cost_model": CHECKPOINT.relative_to(ROOT).as_posix(),  # the ", cost model" rows
             "transfers": rows, "end_to_end": e2e.to_json(),
         }, config.num_threads)  # fmt: skip
 
@@ -302,11 +313,16 @@ def report() -> None:
         r = json.loads(path.read_text())
         timings = {t["runtime"]: t for t in r["end_to_end"]["timings"]}
         lines += ["", f"## Schedules across CPUs: {r['model']} on `{r['config']}`", "",
-                  meta_line(r.get("meta")), "", "| build | donors | stages | est. ms | "
-                  "search s | end to end ms (min..max) |", "|---|---|---|---|---|---|"]  # fmt: skip
+                  meta_line(r.get("meta")), "", "Transfer: 8 replayed candidates a kernel, all "
+                  + (f"measured; in the *cost model* rows `{r['cost_model']}` picks the 2 to "
+                     "measure and ranks the sampled stage's programs (4 measured either way)."
+                     if r.get("cost_model") else "measured (a run before the cost-model rows)."),
+                  "", "| build | donors | stages | est. ms | search s | end to end ms "
+                  "(min..max) |", "|---|---|---|---|---|---|"]  # fmt: skip
         for label, t in timings.items():
             x = r["transfers"].get(label, {})
             stages = ", ".join(f"{s} {n}" for s, n in x.get("stages", {}).items())
+            stages = stages or (f"{x['trials']:,} trials" if "trials" in x else "")
             spread = f"{t['median_ms']:.2f} ({t['min_ms']:.2f}..{t['max_ms']:.2f})"
             lines.append(f"| {label} | {', '.join(x.get('donors', []))} | {stages} "
                          f"| {x.get('estimated_ms', float('nan')):.2f} "
