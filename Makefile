@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 # Transfer-tune ResNeXt-50, which the shipped library was not tuned on, from a copy of it, in
 # NHWC with prepacked weights (the ceiling's lowering); the pre-trained cost model (which
-# never saw ResNeXt) picks what to measure.
+# never saw ResNeXt) ranks the sampled programs, and picks which donor schedules to measure
+# on a CPU it was trained on (elsewhere all are measured).
 demo: setup
 	mkdir -p runs && cp data/library/zoo-host.db runs/demo-library.db
 	$(VENV)/bin/transtune transfer resnext50_32x4d --library runs/demo-library.db \

@@ -16,7 +16,7 @@ from transtune.files import write_text_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = ROOT / "docs" / "results" / "summary.json"
-# The shipped cost model (``make demo`` guides with it), trained by ``guided.py checkpoint``.
+# The shipped cost model (``make demo`` guides with it), trained by ``guided.py train``.
 CHECKPOINT = ROOT / "data" / "costmodel" / "attention-by-model.json"
 PACKAGES = ("apache-tvm", "apache-tvm-ffi", "torch", "onnxruntime", "xgboost-cpu", "pyarrow")
 
@@ -48,12 +48,16 @@ def run_meta(threads: int | None = None) -> dict:
     }  # fmt: skip
 
 
-def merge_summary(area: str, figures: dict, threads: int | None = None) -> dict:
+def merge_summary(
+    area: str, figures: dict, threads: int | None = None, meta: dict | None = None
+) -> dict:
     """Merge ``figures`` (measured in this run) and ``"<area>.meta"`` into summary.json; a
-    report that only rewrites the figures already there keeps the meta of their measurement."""
+    report that only rewrites the figures already there keeps the meta of their measurement.
+    ``meta``: the measurement's own (result files'), when a report renders figures measured
+    by earlier runs, possibly on another CPU."""
     summary = json.loads(SUMMARY.read_text()) if SUMMARY.is_file() else {}
     if any(summary.get(k) != v for k, v in figures.items()) or f"{area}.meta" not in summary:
-        summary[f"{area}.meta"] = run_meta(threads)
+        summary[f"{area}.meta"] = meta or run_meta(threads)
     summary.update(figures)
     SUMMARY.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(SUMMARY, json.dumps(summary, indent=1, sort_keys=True) + "\n")

@@ -9,10 +9,11 @@ alone on the host:
   run until its curve flattens; the page states how much its last quarter still improved);
 - ``guided``: the same search scored by the pre-trained cost model (``LearnedCostModel``,
   updated online from the new measurements), with ``GUIDED_SEARCH``'s smaller population;
-- ``transfer+guided``: transfer-tuning from the shipped schedule library (which holds none of
-  these models' own schedules, and here none of their kernels: workloads identical to one of
-  the model's kernels are left out of the copy, and counted), measuring only the two donor
-  schedules per kernel the cost model scores best, then the guided search seeded with the
+- ``transfer+guided``: transfer-tuning from the shipped schedule library with the model held
+  out (its own tunings, in any lowering, and workloads identical to one of its kernels are
+  left out of the copy; the latter counted), measuring only the two donor
+  schedules per kernel the cost model scores best if it was trained on this CPU (else every
+  replayed one, up to 8: ``transfer_tune``'s default), then the guided search seeded with the
   transferred schedules, for what is left of the budget;
 - ``stock@16`` (ablation): stock MetaSchedule with the guided arms' round size *and*
   population, so that it differs from ``guided`` in the cost model alone.
@@ -29,7 +30,10 @@ say); the result files name it.
     python benchmarks/guided.py train [--epochs 15]     # checkpoint without the held-out nets
     python benchmarks/guided.py run [--models m1,m2] [--seeds 0,1,2] [--budget 1200]
         [--stock-budget 2400] [--arms stock,guided,...] [--checkpoint PATH]
-    python benchmarks/guided.py report
+    python benchmarks/guided.py report [--hardware ID]   # one configuration's runs
+
+Runs are kept per hardware id (``docs/results/guided/<id>/``): arms and seeds compare only on
+the configuration they ran on; the report renders one (default: the one with the most runs).
 """
 
 from __future__ import annotations
@@ -48,15 +52,14 @@ OUT = ROOT / "docs" / "results"
 DATA = OUT / "guided"
 DATASET = ROOT / "data" / "dataset"
 LIBRARY = ROOT / "data" / "library" / "zoo-host.db"
-# Held out of the cost model's training data (TenSet's held-out networks) and not among the
-# models whose tuned schedules the library holds.
+# Held out of the cost model's training data (TenSet's held-out networks); the transfer arm
+# leaves the library's schedules of them out of its donors.
 MODELS = ("mobilenet_v2", "resnext50_32x4d", "bert_base")
 ARMS = ("stock", "guided", "transfer+guided", "stock@16")
 # Candidates measured per search round. Stock keeps MetaSchedule's default, which its XGBoost
 # trained from scratch needs to learn from; a pre-trained model's top 16 are worth measuring,
 # so the guided arms spread the same time over more rounds (and more kernels early on).
 PER_ITER = {"stock": 64, "guided": 16, "transfer+guided": 16, "stock@16": 16}
-TRANSFER_MEASURE_TOP = 2  # donor schedules measured per kernel, of the 8 replayed
 
 
 def train(epochs: int) -> None:
@@ -74,23 +77,27 @@ def train(epochs: int) -> None:
 def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path, out: Path):
     """One tuning run, in this process."""
     from transtune.library import open_library
+    from transtune.transfer.search import measured_per_kernel
     from transtune.tuning import GUIDED_SEARCH
     from transtune.workflow import Workflow
 
     search = None if which == "stock" else GUIDED_SEARCH
     guide = None if which.startswith("stock") else checkpoint
-    offset, start_points, excluded = 0.0, [], 0
+    offset, start_points, excluded, transfer = 0.0, [], 0, {}
     with tempfile.TemporaryDirectory() as tmp, open_library(Path(tmp) / "lib.db") as lib:
         with Workflow(model_name, lib, "host", cost_model=guide) as wf:
             if which == "transfer+guided":
                 with open_library(LIBRARY, read_only=True) as shipped:
                     same = {shipped.find_workload(k.mod) for k in wf.kernels} - {None}
-                    lib.merge(shipped, exclude=same)
+                    # the model's own tunings (in other lowerings) are held out too
+                    lib.merge(shipped, exclude=same, exclude_models=[model_name])
                 excluded = len(same)
                 donors = lib.info()["models"]
                 if model_name in donors or lib.tune_run(model_name):  # its own tuning
                     raise SystemExit(f"{LIBRARY} holds {model_name}'s own tuned schedules")
-                result = wf.transfer(donors=donors, measure_top=TRANSFER_MEASURE_TOP)
+                measure_top = measured_per_kernel(wf.cost_model, wf.config, None)
+                result = wf.transfer(donors=donors, measure_top=measure_top)
+                transfer = {"transfer_measure_top": measure_top}  # None: every replayed one
                 offset = result.search_seconds - result.setup_seconds
                 start_points = [(0, 0.0, result.untuned_latency),
                                 (0, offset, result.estimated_latency)]  # fmt: skip
@@ -102,20 +109,24 @@ def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path,
         "model": model_name, "arm": which, "seed": seed, "budget": budget,
         "checkpoint": str(checkpoint.relative_to(ROOT)) if checkpoint.is_relative_to(ROOT)
         else str(checkpoint),
-        "exact_matches_excluded": excluded, "transfer_seconds": offset, "curve": curve,
+        "exact_matches_excluded": excluded, "transfer_seconds": offset, **transfer,
+        "curve": curve,
     }, threads)  # fmt: skip
 
 
-def result_path(model: str, which: str, seed: int) -> Path:
-    return DATA / f"{model}_{which}_s{seed}.json"
+def result_path(hardware: str, model: str, which: str, seed: int) -> Path:
+    """Runs are kept per hardware id: seeds and arms compare only on the same CPU."""
+    return DATA / hardware / f"{model}_{which}_s{seed}.json"
 
 
 def run(models, arms, seeds, budget: float, stock_budget: float, checkpoint: Path) -> None:
-    DATA.mkdir(parents=True, exist_ok=True)
+    from transtune.targets import get_config
+
+    hardware = get_config("host").name
     for seed in seeds:
         for model in models:
             for which in arms:
-                out = result_path(model, which, seed)
+                out = result_path(hardware, model, which, seed)
                 if out.exists():  # resumable: delete an arm's file to run it again
                     print(f"{model} s{seed}: {which} done before ({out})", flush=True)
                     continue
@@ -132,11 +143,11 @@ def time_to_reach(curve: list, latency: float) -> float | None:
     return next((s for _, s, lat in curve if lat <= latency), None)
 
 
-def runs() -> dict[str, dict[str, dict[int, dict]]]:
-    """model -> arm -> seed -> result, of the runs made on these terms (results of the earlier
-    single-seed protocol, which have no seed, are left out)."""
+def runs(hardware: str) -> dict[str, dict[str, dict[int, dict]]]:
+    """model -> arm -> seed -> result, of the runs made on these terms on ``hardware`` (results
+    of the earlier single-seed protocol, in ``DATA`` itself and with no seed, are left out)."""
     out: dict[str, dict[str, dict[int, dict]]] = {}
-    for path in sorted(DATA.glob("*.json")):
+    for path in sorted((DATA / hardware).glob("*.json")):
         r = json.loads(path.read_text())
         if "seed" in r:
             out.setdefault(r["model"], {}).setdefault(r["arm"], {})[r["seed"]] = r
@@ -164,16 +175,39 @@ def flattening(curve: list) -> float:
     return at / curve[-1][2] - 1
 
 
-def report() -> None:
+def _trained_on(checkpoint: str, hardware: str) -> str:
+    """Which configurations' records ``checkpoint`` was trained on, and whether ``hardware``'s
+    CPU was among them."""
+    from transtune.machine import cpu_of
+
+    path = Path(checkpoint) if Path(checkpoint).is_absolute() else ROOT / checkpoint
+    ids = json.loads(path.read_text()).get("trained_on", []) if path.is_file() else []
+    mine = cpu_of(hardware) in {cpu_of(i) for i in ids}
+    return (f"trained on {', '.join(ids)}: " if ids else "trained on unrecorded ids: ") + (
+        "this CPU among them" if mine else "none of this CPU's records"
+    )
+
+
+def report(hardware: str | None = None) -> None:
+    """guided.md for the runs on ``hardware`` (default: the hardware id with the most runs)."""
     import matplotlib
     import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from transtune.targets import hardware_name
     from transtune.tuning import GUIDED_SEARCH
 
-    done = runs()
+    folders = [p for p in DATA.iterdir() if p.is_dir()] if DATA.is_dir() else []
+    ran = {p.name: len(list(p.glob("*.json"))) for p in folders}
+    hardware = hardware_name(hardware) if hardware else max(ran, key=lambda h: (ran[h], h),
+                                                            default="none")  # fmt: skip
+    done = runs(hardware)
+    guides = sorted({r["checkpoint"] for arms in done.values() for which, by_seed in arms.items()
+                     if not which.startswith("stock") for r in by_seed.values()})  # fmt: skip
+    tops = sorted({str(r.get("transfer_measure_top", "all")) for arms in done.values()
+                   for r in arms.get("transfer+guided", {}).values()})  # fmt: skip
     models = [m for m, arms in done.items() if "stock" in arms]
     metas = {
         f"{m} {a} s{seed}": r.get("meta")
@@ -184,25 +218,34 @@ def report() -> None:
     lines = [
         "# Tuning guided by the pre-trained cost model",
         "",
-        "Written by `benchmarks/guided.py`. Configuration `host`. Cost model: "
-        "`data/costmodel/attention-by-model.json` unless a row says otherwise, trained on "
-        "`data/dataset` without the kernels of TenSet's held-out networks (so none of these "
-        "models' kernels). Donor library for transfer: `data/library/zoo-host.db`, without "
-        "any workload identical to one of the model's kernels. Every run alone on the host, "
-        "in a fresh process, from an empty library for the model; every clock starts after "
+        f"Written by `benchmarks/guided.py`. Configuration `{hardware}` (runs on other "
+        "configurations, not on this page: "
+        + (", ".join(f"`{h}` {n} files" for h, n in ran.items() if h != hardware) or "none")
+        + "). Cost model of the guided arms: "
+        + (", ".join(f"`{g}` ({_trained_on(g, hardware)})" for g in guides) or "none ran")
+        + "; `data/costmodel/attention-by-model.json` was trained on `data/dataset` without "
+        "the kernels of TenSet's held-out networks (so none of these models' kernels)"
+        + ". Donor library for transfer: `data/library/zoo-host.db`, without the model's own "
+        "tunings (any lowering) and any workload identical to one of its kernels. Every run "
+        "alone on the host, in a fresh process, from an empty library for the model; every "
+        "clock starts after "
         "kernel extraction and the untuned measurement; the transfer step counts in the time. "
         "Candidates per search round: "
         + ", ".join(f"{a} {n}" for a, n in PER_ITER.items())
         + f". Evolutionary search population: stock 512 (MetaSchedule's default), the others "
         f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`; `stock@16` "
-        "differs from `guided` in the cost model alone). Transfer measures the "
-        f"{TRANSFER_MEASURE_TOP} donor schedules per kernel the cost model scores best.",
+        "differs from `guided` in the cost model alone). Transfer measures the 2 donor "
+        "schedules per kernel the cost model scores best if it was trained on this CPU, else "
+        "every replayed one, up to 8 (here: "
+        + (", ".join("all" if t in ("None", "all") else t for t in tops) or "no transfer run")
+        + ").",
         "",
         *meta_lines(metas),
         "",
     ]
     if not models:
-        lines.append("Not run on these terms yet (`python benchmarks/guided.py run`).")
+        lines.append(f"No stock run on `{hardware}` on these terms yet, so nothing to compare "
+                     "(`python benchmarks/guided.py run`).")  # fmt: skip
     compared = [a for a in ARMS[1:] if any(a in done[m] for m in models)]
     lines += [
         "| model | seeds | stock s | stock final ms | stock's last quarter | "
@@ -246,13 +289,22 @@ def report() -> None:
         ax.set_ylabel("estimated latency, ms (log)")
         ax.legend(fontsize=8)
     mean = {w: float(np.mean(v)) for w, v in means.items() if v}
+    arms = [a for a in ARMS if any(a in done[m] for m in models)]
+    lines += ["", "| model | " + " | ".join(f"{a}: final ms (s)" for a in arms) + " |",
+              "|---|" + "---:|" * len(arms)]  # fmt: skip
+    for model in models:
+        finals = {a: [r["curve"][-1] for r in done[model].get(a, {}).values()] for a in arms}
+        lines.append(f"| {model} | " + " | ".join(
+            f"{1e3 * np.mean([c[2] for c in f]):.2f} ({np.mean([c[1] for c in f]):.0f})"
+            if f else "not run" for f in finals.values()) + " |")  # fmt: skip
     lines += [
         "",
-        "Share: the first point of an arm's curve at or below the same seed's stock final "
-        "estimate, over the time stock took to get there; mean over seeds (spread = max - "
-        "min). Stock's last quarter: how much better its final estimate is than at three "
-        "quarters of its time (near 0: flattened). Mean share over the models where every "
-        "seed reached it: "
+        "Final: the estimate at the end of each arm's budget (mean over seeds), after the "
+        "seconds given. Share: the first point of an arm's curve at or below the same seed's "
+        "stock final estimate, over the time stock took to get there; mean over seeds "
+        "(spread = max - min). Stock's last quarter: how much better its final estimate is "
+        "than at three quarters of its time (near 0: flattened). Mean share over the models "
+        "where every seed reached it: "
         + (", ".join(f"{w} {m:.0%}" for w, m in mean.items()) or "none")
         + ". Goals: guided <= 25%, transfer+guided <= 10%.",
         "",
@@ -266,9 +318,10 @@ def report() -> None:
     print("\n".join(lines))
     if "guided" in mean and "transfer+guided" in mean:
         seeds = min(len(done[m]["stock"]) for m in models)
+        latest = max(filter(None, metas.values()), key=lambda m: m.get("date", ""), default=None)
         merge_summary("guided", {"guided.mean_share": mean["guided"],
                                  "guided.transfer_mean_share": mean["transfer+guided"],
-                                 "guided.seeds": seeds})  # fmt: skip
+                                 "guided.seeds": seeds}, meta=latest)  # fmt: skip
 
 
 def main() -> None:
@@ -284,6 +337,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
+    parser.add_argument("--hardware", help="report: the hardware id (default: most runs)")
     args = parser.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
     if args.step == "train":
@@ -293,9 +347,9 @@ def main() -> None:
     elif args.step == "run":
         run(args.models.split(","), args.arms.split(","), seeds, args.budget, args.stock_budget,
             args.checkpoint.resolve())  # fmt: skip
-        report()
+        report(args.hardware or "host")
     else:
-        report()
+        report(args.hardware)
 
 
 if __name__ == "__main__":

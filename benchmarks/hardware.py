@@ -25,9 +25,10 @@ Metrics: PCA, peak@1, TenSet's top-1/top-5 network score. Each fit is a resumabl
 ``schedules``: each model held out, transfer-tuned on this CPU from the other CPU's finished
 reference libraries (their records replayed and rebuilt for this target), and from this CPU's
 own when it has them (once measuring every replayed candidate, once with the shipped cost
-model choosing which to measure and ranking the sampled stage, as ``make demo`` does), timed
-end to end, interleaved, beside this CPU's own tuning of the model (its reference
-library, finished or as far as it got), ONNX Runtime and PyTorch.
+model choosing the 2 to measure and ranking the sampled stage: ``make demo``'s default on a
+CPU the model was trained on, passed explicitly here), timed end to end, interleaved, beside
+this CPU's own tuning of the model (its reference library, finished or as far as it got),
+ONNX Runtime and PyTorch.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def schedules(models: list[str]) -> None:
     from transtune.frontend import from_zoo
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
+    from transtune.transfer.search import MEASURE_TOP
     from transtune.workflow import Workflow
 
     config = reference.config()
@@ -180,7 +182,7 @@ def schedules(models: list[str]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             libraries = {}
             # Each donor CPU twice: every replayed candidate measured, and the shipped cost
-            # model choosing which to measure and ranking the sampled stage (as make demo does).
+            # model choosing the 2 to measure and ranking the sampled stage.
             for folder, guide in itertools.product([*others, reference.folder()],
                                                    [None, CHECKPOINT]):  # fmt: skip
                 label = f"from {folder.parent.name}" + (", cost model" if guide else "")
@@ -190,7 +192,8 @@ def schedules(models: list[str]) -> None:
                     continue
                 lib = libraries[label] = open_library(path)
                 with Workflow(model, lib, config, cost_model=guide) as wf:
-                    result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES)
+                    result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES,
+                                         measure_top=MEASURE_TOP if guide else None)  # fmt: skip
                 builds[label] = (config, LibraryDatabase(lib, config))
                 rows[label] = {"donors": donors, "estimated_ms": 1e3 * result.estimated_latency,
                                "search_seconds": result.search_seconds,

@@ -294,7 +294,7 @@ def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path, k
     assert max(scored) <= GUIDED_SEARCH["population_size"] < 512
 
 
-def test_a_trained_model_picks_which_transferred_schedules_to_measure(data, tmp_path):
+def test_a_trained_model_picks_which_transferred_schedules_to_measure(data, tmp_path, monkeypatch):
     from transtune.costmodel.metaschedule import LearnedCostModel
     from transtune.library import open_library, target_key
     from transtune.transfer import postprocessors, replay, transfer_tune
@@ -323,3 +323,28 @@ def test_a_trained_model_picks_which_transferred_schedules_to_measure(data, tmp_
         scores = guide.score_schedules(k.kernel.mod, target, schedules)
         assert list(k.measured) == [pool[int(np.argmax(scores))].workload_id]
         assert scores.max() > scores.min()
+        # By default a model that never saw this CPU gates nothing: both are measured (where
+        # one that did would let MEASURE_TOP through).
+        monkeypatch.setattr("transtune.transfer.search.MEASURE_TOP", 1)
+        guide.model.trained_on = ["another-cpu-2c"]
+        result = transfer_tune(new, lib, "host", cost_model=guide)
+        (k,) = [k for k in result.kernels if k.kernel.kernel_class == "matmul+add+relu"]
+        assert k.tried == 2 and k.ranked_out == 0 and len(k.measured) == 2
+
+
+def test_only_a_cost_model_trained_on_the_cpu_gates_donor_schedules(data):
+    from transtune.costmodel.metaschedule import LearnedCostModel
+    from transtune.machine import cpu_of
+    from transtune.transfer.search import MEASURE_TOP, measured_per_kernel
+
+    host = get_config("host")
+    guide = LearnedCostModel(XGBCostModel(XGBConfig(n_estimators=2)).fit(data), data.hardware[0])
+    assert host.name in guide.trained_on  # the test dataset was measured here
+    assert measured_per_kernel(guide, host, None) == MEASURE_TOP
+    assert measured_per_kernel(guide, host, 5) == 5
+    assert measured_per_kernel(None, host, None) is None
+    assert measured_per_kernel(None, host, 5) == 5  # the sampled stage's count
+    guide.model.trained_on = [f"{cpu_of(host.name)}-64c-avx2"]  # this CPU, another config
+    assert measured_per_kernel(guide, host, None) == MEASURE_TOP
+    guide.model.trained_on = ["another-cpu-2c"]
+    assert measured_per_kernel(guide, host, None) is None  # every replayed one

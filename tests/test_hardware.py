@@ -13,7 +13,7 @@ from transtune.dataset.store import DatasetError
 from transtune.library import LibraryError, open_library
 from transtune.library.migrate import migrate_library
 from transtune.library.schema import SCHEMA
-from transtune.machine import cpu_short_name, fingerprint, hardware_id, host_info
+from transtune.machine import cpu_of, cpu_short_name, fingerprint, hardware_id, host_info
 from transtune.targets import get_config, hardware_for, hardware_name, host_configs
 
 ZEN3 = {
@@ -31,6 +31,7 @@ def test_ids_are_derived_from_the_cpu():
     assert cpu_short_name("AMD Ryzen 9 7950X 16-Core Processor") == "ryzen"
     assert cpu_short_name("", "GenuineIntel") == "intel"
     assert hardware_id(ZEN3, "znver3", 2) == "epyc-znver3-2c"
+    assert cpu_of(hardware_id(ZEN3, "haswell", 1, "avx2")) == cpu_of("epyc-znver3-2c")
     assert hardware_for(ZEN3, {"kind": "llvm", "mcpu": "haswell", "num-cores": 1})[0] == (
         "epyc-znver3-1c-avx2"
     )

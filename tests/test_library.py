@@ -201,6 +201,15 @@ def test_merge_keeps_the_best_records_and_provenance_filter(tmp_path, library_ur
         assert b.merge(a) == (1, 0) and b.merge(b) == (1, 0)  # repeated and self-merge: no-ops
         with open_library(tmp_path / "c.db") as c:  # a workload left out, and its records
             assert c.merge(a, exclude={wid}) == (0, 0) and c.count_records() == 0
+        with open_library(tmp_path / "d.db") as d, open_library(tmp_path / "e.db") as e:
+            gone = d.add_workload(matmul(32), "matmul", model="m3")
+            kept = d.add_workload(matmul(48), "matmul", model="m4")
+            d.start_run("tune:m3:host", "tune", "m3", target_key(host), {})
+            d.add_record(gone, host, [[], []], [1e-3], run_id="tune:m3:host")
+            d.add_record(kept, host, [[], []], [2e-3])
+            # A model held out: none of its workloads, records or runs are copied.
+            assert e.merge(d, exclude_models={"m3"}) == (1, 1)
+            assert e.info()["models"] == ["m4"] and e.tune_run("m3") is None
         # Compaction keeps the best records per workload and target, and every curve.
         assert a.kernel_classes() == {wid: "matmul"}
         a.snapshot(tmp_path / "copy.db")

@@ -186,6 +186,12 @@ def hardware_id(cpu: dict, mcpu: str, threads: int, level: str | None = None) ->
     return f"{out}-{suffix}" if suffix else out
 
 
+def cpu_of(hardware_id: str) -> str:
+    """The CPU part of a hardware id, without threads and ISA level (``epyc-znver4`` of
+    ``epyc-znver4-2c-avx2``; see :func:`hardware_id`)."""
+    return re.sub(r"-\d+c(-.*)?$", "", hardware_id)
+
+
 def fingerprint_difference(stored: dict, current: dict) -> str:
     """The fields in which two fingerprints differ, as ``field: a != b`` (empty if none)."""
     keys = sorted(set(stored) | set(current))

@@ -72,16 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=_positive(float), help="then continue with search, s")
     p.add_argument(
         "--cost-model",
-        help="a trained cost model: measure only the best scored donor schedules per kernel "
-        "(--measure-top), and guide the continued search (--budget)",
+        help="a trained cost model: rank the sampled programs, measure only the best scored "
+        "donor schedules per kernel if it was trained on this CPU (--measure-top), and guide "
+        "the continued search (--budget)",
     )
     p.add_argument(
         "--resume",
         action="store_true",
         help="keep the kernels an interrupted transfer of this model committed",
     )
-    p.add_argument("--measure-top", type=_positive(), default=2,
-                   help="donor schedules measured per kernel, with --cost-model")  # fmt: skip
+    p.add_argument("--measure-top", type=_positive(),
+                   help="donor schedules measured per kernel, with --cost-model (default: 2 if "
+                   "it was trained on the target's hardware id, else all)")  # fmt: skip
     p.add_argument("--repeat", type=_positive(), default=5, help="timed repeats end to end")
     p.add_argument(
         "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],

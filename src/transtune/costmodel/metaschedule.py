@@ -66,6 +66,11 @@ class LearnedCostModel(ms.cost_model.PyCostModel):
         self.seen: list[tuple] = []  # (stores, tokens, seconds, task, *task info)
         self.tasks: dict[str, int] = {}
 
+    @property
+    def trained_on(self) -> list[str]:
+        """Hardware ids of the records the model was trained on."""
+        return list(getattr(self.model, "trained_on", []))
+
     def load(self, path: str) -> None:
         self.model = load(path)
 

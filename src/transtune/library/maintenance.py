@@ -23,13 +23,22 @@ class Maintenance:
     """Merge, compact and summarize a library."""
 
     def merge(
-        self, other, top_k: int | None = None, exclude: Collection[int] = ()
+        self,
+        other,
+        top_k: int | None = None,
+        exclude: Collection[int] = (),
+        exclude_models: Collection[str] = (),
     ) -> tuple[int, int]:
         """Copy ``other``'s workloads, their models, runs, curves and records (only the
         ``top_k`` fastest successful ones per workload and target, when given) into this
         library, in one transaction, skipping records it holds already (a merge repeated adds
-        nothing) and the workloads of ``other`` whose ids are in ``exclude`` (with their
-        records). Returns (workloads, records) copied."""
+        nothing), the workloads of ``other`` whose ids are in ``exclude`` (with their
+        records), and every workload and run of the models in ``exclude_models`` (a library
+        with a model held out). Returns (workloads, records) copied."""
+        exclude = {*exclude, *(w for m in exclude_models for w in other.model_weights(m))}
+        runs = other._query("SELECT * FROM runs")
+        dropped = {r[0] for r in runs if r[2] in exclude_models}
+        runs = [r for r in runs if r[0] not in dropped]
         ids: dict[int, int] = {}
         for wid, mod, kernel_class, flops in other.workloads():
             if wid not in exclude:
@@ -45,7 +54,7 @@ class Maintenance:
                 else ") AS ranked"
             )
         )
-        rows = [row for row in rows if row[1] in ids]
+        rows = [row for row in rows if row[1] in ids and row[10] not in dropped]
         from .trust import trace_problem
 
         for rid, _, _, _, trace, *_ in rows:
@@ -63,11 +72,8 @@ class Maintenance:
                     if w in ids
                 ],
             )
-            cur.executemany(
-                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                other._query("SELECT * FROM runs"),
-            )
-            for (run_id,) in other._query("SELECT run_id FROM runs"):
+            cur.executemany("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", runs)
+            for run_id, *_ in runs:
                 if not cur.execute("SELECT 1 FROM curve WHERE run_id = ?", (run_id,)).fetchone():
                     cur.executemany(
                         "INSERT INTO curve VALUES (?, ?, ?, ?)",

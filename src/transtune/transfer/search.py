@@ -17,6 +17,11 @@ the library lacks, say) falls through the rest of the cascade, each stage measur
   model's best few (without a cost model: the first few; ``SAMPLES_MEASURED``, or
   ``measure_top`` if more) are timed; committed as ``sampled``.
 
+By default, a cost model trained on the measuring CPU lets only its ``MEASURE_TOP`` best
+scored donor schedules of a kernel through to be measured; one that never saw this CPU ranks
+them worse than measuring does (``docs/results/hardware.md``), so then every replayed
+candidate is measured and the model only ranks the sampled stage (``measure_top`` overrides).
+
 Each kernel reports the stage that won (``transfer``, ``anchor``, ``sampled``, or ``untuned``
 when nothing beat TVM's default build, with the reasons in its errors). The model then
 compiles with the winners.
@@ -33,6 +38,7 @@ import numpy as np
 
 from ..frontend import ImportedModel
 from ..library import Library, plain, target_key
+from ..machine import cpu_of
 from ..measure import (
     EVALUATOR,
     NumericsCheck,
@@ -49,6 +55,7 @@ from .policies import ANCHOR_MARK, DEFAULT_POLICY, Candidate, get_policy
 
 RTOL = 1e-3  # a transferred kernel's outputs must be within RTOL x max|reference|
 SAMPLES_MEASURED = 4  # sampled programs measured per kernel (at least; or measure_top)
+MEASURE_TOP = 2  # donor schedules measured per kernel, of a cost model that knows the CPU
 
 
 @dataclass
@@ -167,7 +174,7 @@ def transfer_tune(
     max_candidates: int = 8,
     policy: str | Sequence[str] = DEFAULT_POLICY,
     cost_model=None,
-    measure_top: int = 2,
+    measure_top: int | None = None,
     on_kernel: Callable[[KernelTransfer], None] | None = None,
     builder=None,
     runner=None,
@@ -184,17 +191,19 @@ def transfer_tune(
     per policy in :attr:`KernelTransfer.chosen` (to compare policies on the same measurements).
     ``cost_model``: a :class:`~transtune.costmodel.metaschedule.LearnedCostModel` that ranks
     each kernel's replayed candidates, of which only the ``measure_top`` best scored are built
-    and measured. ``device``: the measuring device's hardware descriptor (as a dict), kept
-    with the run. ``sample``: programs drawn for a kernel that no donor improved (0: none).
-    ``kernels``: the model's kernels, if extracted already. ``resume``: keep the winner an
-    earlier (interrupted) run of the same model on this target committed for a kernel,
-    instead of measuring it again. ``anchor``: whether the anchor stage runs (with
-    ``sample=0`` and one named donor, what is left is the paper's protocol).
+    and measured (default: ``MEASURE_TOP`` if the model was trained on ``config``'s CPU, else
+    all; see :func:`measured_per_kernel`). ``device``: the measuring device's
+    hardware descriptor (as a dict), kept with the run. ``sample``: programs drawn for a kernel
+    that no donor improved (0: none). ``kernels``: the model's kernels, if extracted already.
+    ``resume``: keep the winner an earlier (interrupted) run of the same model on this target
+    committed for a kernel, instead of measuring it again. ``anchor``: whether the anchor
+    stage runs (with ``sample=0`` and one named donor, what is left is the paper's protocol).
     """
     if not isinstance(config, TargetConfig):
         config = get_config(config)
     names = [policy] if isinstance(policy, str) else list(policy)
     policies = {name: get_policy(name) for name in names}
+    measure_top = measured_per_kernel(cost_model, config, measure_top)
     target = config.tvm_target()
     key = target_key(config)
     load_cpu_tensor_intrinsics()
@@ -216,7 +225,7 @@ def transfer_tune(
     run_id = f"transfer:{model.name}:{config.name}"
     library.start_run(run_id, "transfer", model.name, key, {
         "policy": names, "donors": donors, "max_candidates": max_candidates, "device": device,
-        "measure_top": measure_top if cost_model is not None else None,
+        "measure_top": measure_top,
     })  # fmt: skip
     results = []
     anchors: AnchorDonors | None = None  # built when a kernel first needs it
@@ -251,6 +260,16 @@ def transfer_tune(
                 on_kernel(outcome)
     library.finish_run(run_id)
     return TransferResult(model.name, config.name, results, time.perf_counter() - start, key, setup)
+
+
+def measured_per_kernel(cost_model, config: TargetConfig, measure_top: int | None) -> int | None:
+    """Donor schedules measured per kernel (None: every replayed one): ``measure_top`` if
+    given, else ``MEASURE_TOP`` with a cost model trained on ``config``'s CPU (on any of its
+    configurations: thread counts, ISA levels)."""
+    if measure_top is not None or cost_model is None:
+        return measure_top
+    known = {cpu_of(i) for i in getattr(cost_model, "trained_on", ())}
+    return MEASURE_TOP if cpu_of(config.name) in known else None
 
 
 def _stage(record) -> str:
@@ -291,7 +310,7 @@ def _transfer_kernel(
         donors.append(candidate)
     if not schedules:
         return
-    if cost_model is not None and len(schedules) > measure_top:
+    if cost_model is not None and measure_top is not None and len(schedules) > measure_top:
         scores = cost_model.score_schedules(kernel.mod, target, schedules)
         keep = set(np.argsort(-scores, kind="stable")[:measure_top].tolist())
         for i, candidate in enumerate(donors):
@@ -353,7 +372,7 @@ def _measure_samples(kernel, count, config, builder, runner, cost_model, measure
     if cost_model is not None:
         scores = cost_model.score_schedules(kernel.mod, target, schedules)
         schedules = [schedules[i] for i in np.argsort(-scores, kind="stable")]
-    schedules = schedules[: max(measure_top, SAMPLES_MEASURED)]
+    schedules = schedules[: max(measure_top or 0, SAMPLES_MEASURED)]
     check = NumericsCheck(kernel.mod, target, RTOL)
     measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
     errors = [m.error for m in measured if m.seconds is None]
@@ -366,7 +385,7 @@ def zero_measurement_seconds(
     untuned: list[float],
     sample: int = 32,
     cost_model=None,
-    measure_top: int = 2,
+    measure_top: int | None = None,
     builder=None,
     runner=None,
 ) -> list[float]:
