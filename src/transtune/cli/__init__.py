@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--measure-top", type=_positive(),
                    help="donor schedules measured per kernel, with --cost-model (default: 2 if "
-                   "it was trained on the target's hardware id, else all)")  # fmt: skip
+                   "it was trained on the target's CPU, else all)")  # fmt: skip
     p.add_argument("--repeat", type=_positive(), default=5, help="timed repeats end to end")
     p.add_argument(
         "--policy", default="shape", choices=["shape", "flops", "speed", "coverage"],
