@@ -316,12 +316,13 @@ def report(hardware: str | None = None) -> None:
     plt.close(fig)
     (OUT / "guided.md").write_text("\n".join(lines))
     print("\n".join(lines))
-    if "guided" in mean and "transfer+guided" in mean:
-        seeds = min(len(done[m]["stock"]) for m in models)
+    if mean:  # an arm that never reached stock's final in some seed has no mean share
+        figures = {"guided.seeds": min(len(done[m]["stock"]) for m in models)}
+        figures.update({f"guided.{key}": mean[arm] for arm, key in
+                        (("guided", "mean_share"), ("transfer+guided", "transfer_mean_share"))
+                        if arm in mean})  # fmt: skip
         latest = max(filter(None, metas.values()), key=lambda m: m.get("date", ""), default=None)
-        merge_summary("guided", {"guided.mean_share": mean["guided"],
-                                 "guided.transfer_mean_share": mean["transfer+guided"],
-                                 "guided.seeds": seeds}, meta=latest)  # fmt: skip
+        merge_summary("guided", figures, meta=latest)
 
 
 def main() -> None:
