@@ -28,7 +28,7 @@ from pathlib import Path
 import adaptation
 import numpy as np
 from common import merge_summary, meta_line, write_result
-from resume import Steps
+from resume import Steps, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
@@ -203,11 +203,13 @@ def main() -> None:
     args = parser.parse_args()
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.models = args.models.split(";") if args.models else None
-    data = load_cost_data(DATASET)
+    path = OUT / "costmodel" / "steps.json"
+    pinned = snapshot(path)
+    data = load_cost_data(DATASET, collected_before=pinned)
     unseen = [hardware_name(name) for name in args.unseen.split(",")]
-    steps = Steps(OUT / "costmodel" / "steps.json", {
-        "records": len(data), "epochs": args.epochs, "ms_mlp_epochs": args.ms_mlp_epochs,
-        "unseen": unseen, "validation": VALIDATION,
+    steps = Steps(path, {
+        "snapshot": pinned, "records": len(data), "epochs": args.epochs,
+        "ms_mlp_epochs": args.ms_mlp_epochs, "unseen": unseen, "validation": VALIDATION,
     })  # fmt: skip
     sources = sorted(set(data.target) - set(unseen))
     result = {

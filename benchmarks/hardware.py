@@ -45,7 +45,7 @@ import deep
 import numpy as np
 import reference
 from common import CHECKPOINT, ROOT, merge_summary, meta_line, write_result
-from resume import Steps
+from resume import Steps, snapshot
 
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "hardware"
@@ -106,7 +106,10 @@ def _kernels(table, hw_id: str) -> int:
 
 
 def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None:
+    import pyarrow.compute as pc
+
     from transtune.costmodel import load_cost_data
+    from transtune.dataset import load_records
 
     held = cpus()
     if len(held) < 2:
@@ -114,8 +117,10 @@ def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None
             f"the dataset holds one CPU ({', '.join(held)}): collect a second one first "
             "(python benchmarks/hardware.py collect, on another CPU)"
         )
-    data = load_cost_data(DATASET)
-    count = {cpu: int(np.isin(data.target, ids).sum()) for cpu, ids in held.items()}
+    table = load_records(DATASET, ["status"])[0]
+    ok = table.filter(pc.equal(table["status"], "ok"))["target"].value_counts().to_pylist()
+    by_id = {c["values"]: c["counts"] for c in ok}
+    count = {cpu: sum(by_id.get(i, 0) for i in ids) for cpu, ids in held.items()}
     source_cpu = source_cpu or max(count, key=count.get)  # the CPU the programs came from
     if source_cpu not in held:
         raise SystemExit(f"the dataset has no CPU {source_cpu!r} (it has {', '.join(held)})")
@@ -130,9 +135,12 @@ def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None
     if new_cpu == source_cpu:
         raise SystemExit(f"{new} ran on the pre-training CPU ({source_cpu}): pick another")
     sources = held[source_cpu]
+    path = DATA / f"steps-{new}.json"
+    pinned = snapshot(path)  # a run across sessions keeps the dataset it started with
+    data = load_cost_data(DATASET, collected_before=pinned)
     records = int(np.isin(data.target, [new, *sources]).sum())
-    steps = Steps(DATA / f"steps-{new}.json", {"records": records, "new": new,
-                                               "sources": sources, "epochs": EPOCHS})  # fmt: skip
+    steps = Steps(path, {"snapshot": pinned, "records": records, "new": new, "sources": sources,
+                         "epochs": EPOCHS})  # fmt: skip
     rows = []
     for seed in seeds:
         rows += adaptation.rows(data, new, sources, seed, steps, EPOCHS, blind=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from common import meta_line, write_result
-from resume import Steps
+from resume import Steps, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
@@ -37,7 +37,9 @@ def main() -> None:
     from transtune.dataset import splits
     from transtune.dataset.prune import load_programs, select
 
-    data = load_cost_data(DATASET)
+    path = OUT / "pruning" / f"steps_{args.model}.json"
+    pinned = snapshot(path)
+    data = load_cost_data(DATASET, collected_before=pinned)
     programs = load_programs(DATASET)
     held = [m for m in splits.TENSET_HELD_OUT if any(m in ms for ms in data.models.values())]
     train, test = splits.make("by-model", data, held)
@@ -56,9 +58,7 @@ def main() -> None:
         seconds = time.perf_counter() - start
         return {"records": len(rows), "train_seconds": seconds, **model.score(data, test)}
 
-    steps = Steps(
-        OUT / "pruning" / f"steps_{args.model}.json", {"records": len(data), "epochs": args.epochs}
-    )
+    steps = Steps(path, {"snapshot": pinned, "records": len(data), "epochs": args.epochs})
     reference = {"programs": len(candidates), **steps.run("all data", lambda: run(train))}
     rows = []
     for strategy in STRATEGIES:

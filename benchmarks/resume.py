@@ -1,16 +1,27 @@
 """A benchmark's finished steps, kept on disk so that a killed run resumes where it stopped.
 
 Steps are keyed by name; the file also holds a fingerprint of the run's inputs (dataset size,
-epochs, ...), and a different fingerprint starts over.
+epochs, ...), and a different fingerprint starts over. A run that spans sessions reads the
+dataset as it was when the run first started (:func:`snapshot`), so that records collected
+meanwhile (the deep collection, another CPU's) do not start it over; delete the steps file to
+take them in.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from transtune.files import write_text_atomic
+
+
+def snapshot(path: Path) -> float:
+    """The collection time the run kept in ``path`` reads the dataset up to (records collected
+    later are left out), or now for a new run; part of the fingerprint."""
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    return saved.get("fingerprint", {}).get("snapshot") or time.time()
 
 
 class Steps:

@@ -156,6 +156,19 @@ def test_cost_data_labels_are_normalized_throughput(data):
         assert data.label[rows].min() > 0
 
 
+def test_cost_data_reads_the_dataset_as_it_was_at_a_time(dataset_dir, data):
+    import pyarrow.compute as pc
+
+    from transtune.dataset import load_records
+
+    records = load_records(dataset_dir, ["status", "collected"])[0]
+    ok = records.filter(pc.equal(records["status"], "ok"))["collected"].to_numpy()
+    middle = float(np.median(ok))
+    early = load_cost_data(dataset_dir, collected_before=middle)
+    assert 0 < len(early) == int((ok < middle).sum()) < len(data)
+    assert len(load_cost_data(dataset_dir, collected_before=float(ok.max()) + 1)) == len(data)
+
+
 @pytest.mark.parametrize(
     "model",
     [

@@ -117,16 +117,23 @@ def _ragged_take(offsets: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np
 
 
 def load_cost_data(
-    path: str | Path, targets: list[str] | None = None, report: ReadReport | None = None
+    path: str | Path,
+    targets: list[str] | None = None,
+    report: ReadReport | None = None,
+    collected_before: float | None = None,
 ) -> CostData:
-    """Successful records of the dataset at ``path`` (of ``targets``, or all) as arrays."""
+    """Successful records of the dataset at ``path`` (of ``targets``, or all; collected before
+    the Unix time ``collected_before``, or all) as arrays."""
     store = DatasetStore(path)
     report = report if report is not None else ReadReport()
     records = store.read(
-        "records", ["workload", "sample", "space", "decisions", "mean_secs", "status", "source"],
+        "records",
+        ["workload", "sample", "space", "decisions", "mean_secs", "status", "source", "collected"],
         report=report,
     )  # fmt: skip
     records = records.filter(pc.equal(records["status"], "ok"))
+    if collected_before is not None:
+        records = records.filter(pc.less(records["collected"], collected_before))
     if targets:
         wanted = pa.array(targets, pa.string())
         records = records.filter(pc.is_in(records["target"], value_set=wanted))
