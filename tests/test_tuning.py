@@ -1,5 +1,6 @@
 """Tuning into the library: budgets, curve, resume after SIGKILL, compile from the library."""
 
+import json
 import os
 import signal
 import subprocess
@@ -129,6 +130,47 @@ def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
         assert result.new_trials == 8
         assert lib.count_records() == budget
         assert set(seen) <= {r.id for r in lib.records()}
+
+
+def test_a_resumed_search_never_times_a_stored_schedule_again(tmp_path):
+    # MetaSchedule's evolutionary search seeds its population with the database's best
+    # schedules but remembers only what it measured itself; a model that scores those best,
+    # as a pre-trained one does, would get them timed a second time.
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+
+    from transtune.library.database import trace_key
+
+    @derived_object
+    class FavoursStored(ms.cost_model.PyCostModel):
+        def __init__(self, stored: set[str]) -> None:
+            super().__init__()
+            self.stored, self.offered = stored, 0
+
+        def load(self, path: str) -> None:
+            pass
+
+        def save(self, path: str) -> None:
+            pass
+
+        def update(self, context, candidates, results) -> None:
+            pass
+
+        def predict(self, context, candidates) -> np.ndarray:
+            known = [trace_key(c.sch.trace) in self.stored for c in candidates]
+            self.offered += sum(known)
+            return np.asarray(known, dtype="float64")
+
+    model = tiny_mlp()
+    with open_library(tmp_path / "lib.db") as lib:
+        tune(model, lib, "host", trials=16, num_trials_per_iter=8)
+        stored = {json.dumps(r.trace) for r in lib.records()}
+        favours = FavoursStored(stored)
+        result = tune(model, lib, "host", trials=32, num_trials_per_iter=8, cost_model=favours)
+        traces = [json.dumps(r.trace) for r in lib.records()]
+    assert favours.offered > 0  # the stored schedules were in the search, scored best
+    assert result.new_trials == 16 and len(traces) == 32
+    assert len(set(traces)) == 32  # and none of them was timed again
 
 
 @pytest.mark.parametrize("budget", [{"time_budget": 1.0}])

@@ -91,6 +91,12 @@ class LibraryDatabase(ms.database.PyDatabase):
         safe = [r for r in records if trace_problem(r.trace) is None][:top_k]
         return [ms.database.TuningRecord.from_json(r.as_json(), workload) for r in safe]
 
+    def measured_traces(self, workload_id: int) -> set[str]:
+        """The traces (as :func:`trace_key` gives them) of every visible record of
+        ``workload_id`` on this target, failed ones included."""
+        records = self.library.records(workload_id, self.target_key, provenance=self.read)
+        return {json.dumps(r.trace) for r in records}
+
     def get_all_tuning_records(self) -> list:
         workloads: dict[int, object] = {}
         out = []
@@ -106,6 +112,11 @@ class LibraryDatabase(ms.database.PyDatabase):
 
     def __len__(self) -> int:
         return self.library.count_records(target=self.target_key)
+
+
+def trace_key(trace) -> str:
+    """A MetaSchedule trace as the text a record of it stores (equal for the same schedule)."""
+    return json.dumps(trace_json(trace))
 
 
 def _record_json(record) -> tuple[list, list[float], list]:

@@ -14,7 +14,10 @@ from collections.abc import Callable
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from ..library.database import trace_key
 from .state import Convergence, KernelState, estimate_latency
+
+SEARCH_AGAIN = 4  # times a batch of only stored schedules is searched again
 
 
 @derived_object
@@ -24,6 +27,12 @@ class BudgetedSearch(ms.search_strategy.PySearchStrategy):
     MetaSchedule has one trial cap for all tasks and no time budget; this caps each kernel at
     what its budget has left (so resumed kernels continue where they stopped) and ends the
     search cleanly, the way a finished strategy does, once ``should_stop()`` is true.
+
+    It also drops candidates whose trace is in ``measured`` (the records the database held
+    before this session, as :func:`~transtune.library.database.trace_key` gives them):
+    MetaSchedule's evolutionary search remembers only what it measured itself, so a resumed
+    or transfer-seeded search would time the database's best schedules, which it puts in its
+    population, once more.
     """
 
     def __init__(
@@ -32,12 +41,14 @@ class BudgetedSearch(ms.search_strategy.PySearchStrategy):
         max_trials: int,
         should_stop: Callable[[], bool],
         on_generate: Callable[[], None] | None = None,
+        measured: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__()
         self.inner = inner
         self.max_trials = max_trials
         self.should_stop = should_stop
         self.on_generate = on_generate  # told before this task's batch is built and run
+        self.measured = measured
 
     def _initialize_with_tune_context(self, context) -> None:
         self.inner._initialize_with_tune_context(context)
@@ -52,20 +63,31 @@ class BudgetedSearch(ms.search_strategy.PySearchStrategy):
         self.inner.post_tuning()
 
     def generate_measure_candidates(self):
-        if self.should_stop():
-            return None
-        candidates = self.inner.generate_measure_candidates()
-        if candidates is not None and self.on_generate is not None:
+        for attempt in range(SEARCH_AGAIN + 1):
+            if self.should_stop():
+                return None
+            candidates = self.inner.generate_measure_candidates()
+            if candidates is None:
+                return None
+            batch = list(candidates)
+            if self.measured:
+                fresh = [c for c in batch if trace_key(c.sch.trace) not in self.measured]
+                if not fresh and attempt < SEARCH_AGAIN:  # only known schedules: search again
+                    continue
+                batch = fresh or batch  # still only known ones: measure them after all
+            break
+        if self.on_generate is not None:
             self.on_generate()
-        return candidates
+        return batch
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.inner.notify_runner_results(measure_candidates, results)
 
     def clone(self):
         return BudgetedSearch(
-            self.inner.clone(), self.max_trials, self.should_stop, self.on_generate
-        )
+            self.inner.clone(), self.max_trials, self.should_stop, self.on_generate,
+            self.measured,
+        )  # fmt: skip
 
 
 @derived_object
@@ -222,6 +244,7 @@ def search_kernels(
             ms.search_strategy.SearchStrategy.create("evolutionary", **(search or {})), cap,
             functools.partial(tuner.task_done, task_id),
             functools.partial(tuner.set_task, task_id),
+            frozenset(database.measured_traces(state.workload_id)),
         )  # fmt: skip
         context = ms.TuneContext(
             mod=k.mod, target=config.tvm_target(), space_generator="post-order-apply",
