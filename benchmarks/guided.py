@@ -103,14 +103,14 @@ def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path,
                                 (0, offset, result.estimated_latency)]  # fmt: skip
             tuned = wf.tune(time_budget=budget - offset, num_trials_per_iter=PER_ITER[which],
                             search=search, seed=seed)  # fmt: skip
-            threads = wf.config.num_threads
+            threads, kernels = wf.config.num_threads, len(wf.kernels)
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
     write_result(out, {
         "model": model_name, "arm": which, "seed": seed, "budget": budget,
         "checkpoint": str(checkpoint.relative_to(ROOT)) if checkpoint.is_relative_to(ROOT)
         else str(checkpoint),
         "exact_matches_excluded": excluded, "transfer_seconds": offset, **transfer,
-        "curve": curve,
+        "kernels": kernels, "curve": curve,
     }, threads)  # fmt: skip
 
 
@@ -166,6 +166,26 @@ def shares(by_arm: dict[str, dict[int, dict]], which: str) -> list[float | None]
         t, reference = time_to_reach(other["curve"], final), time_to_reach(stock["curve"], final)
         out.append(None if t is None or not reference else t / reference)
     return out
+
+
+def _search_start(run: dict) -> int:
+    """Trials in the library when the search began (a transfer run's curve starts with the
+    untuned and the transferred estimates, at 0 trials)."""
+    return run["curve"][2 if run.get("transfer_seconds") else 0][0]
+
+
+def kernel_count(model: str, by_arm: dict[str, dict[int, dict]]) -> int:
+    """The model's tuning kernels: from its runs' files, else extracted (runs before
+    2026-12-03 did not record it)."""
+    counts = {r["kernels"] for by_seed in by_arm.values() for r in by_seed.values()
+              if "kernels" in r}  # fmt: skip
+    if counts:
+        return max(counts)
+    from transtune.frontend import from_zoo
+    from transtune.targets import get_config
+    from transtune.tasks import extract_kernels
+
+    return len(extract_kernels(from_zoo(model).mod, get_config("host")))
 
 
 def flattening(curve: list) -> float:
@@ -290,17 +310,28 @@ def report(hardware: str | None = None) -> None:
         ax.legend(fontsize=8)
     mean = {w: float(np.mean(v)) for w, v in means.items() if v}
     arms = [a for a in ARMS if any(a in done[m] for m in models)]
-    lines += ["", "| model | " + " | ".join(f"{a}: final ms (s)" for a in arms) + " |",
-              "|---|" + "---:|" * len(arms)]  # fmt: skip
+    lines += ["", "| model | kernels | " + " | ".join(f"{a}: final ms (s, rounds a kernel)"
+                                                   for a in arms) + " |",
+              "|---|---:|" + "---:|" * len(arms)]  # fmt: skip
     for model in models:
-        finals = {a: [r["curve"][-1] for r in done[model].get(a, {}).values()] for a in arms}
-        lines.append(f"| {model} | " + " | ".join(
-            f"{1e3 * np.mean([c[2] for c in f]):.2f} ({np.mean([c[1] for c in f]):.0f})"
-            if f else "not run" for f in finals.values()) + " |")  # fmt: skip
+        count = kernel_count(model, done[model])
+        cells = []
+        for a in arms:
+            rs = list(done[model].get(a, {}).values())
+            rounds = np.mean([(r["curve"][-1][0] - _search_start(r)) / PER_ITER[a] / count
+                              for r in rs]) if rs else 0  # fmt: skip
+            cells.append(f"{1e3 * np.mean([r['curve'][-1][2] for r in rs]):.2f} "
+                         f"({np.mean([r['curve'][-1][1] for r in rs]):.0f}, {rounds:.1f})"
+                         if rs else "not run")  # fmt: skip
+        lines.append(f"| {model} | {count} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Final: the estimate at the end of each arm's budget (mean over seeds), after the "
-        "seconds given. Share: the first point of an arm's curve at or below the same seed's "
+        "seconds given; rounds a kernel: the trials measured over the round size and the "
+        "model's kernels (MetaSchedule's gradient task scheduler gives every kernel one round "
+        "in turn, largest share first, before it favours the kernels of the largest weighted "
+        "latency per round; below 1, some kernels were never searched). Share: the first "
+        "point of an arm's curve at or below the same seed's "
         "stock final estimate, over the time stock took to get there; mean over seeds "
         "(spread = max - min). Stock's last quarter: how much better its final estimate is "
         "than at three quarters of its time (near 0: flattened). Mean share over the models "
