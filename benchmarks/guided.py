@@ -317,7 +317,8 @@ def report(hardware: str | None = None) -> None:
         count = kernel_count(model, done[model])
         cells = []
         for a in arms:
-            rs = list(done[model].get(a, {}).values())
+            stocked = done[model]["stock"]  # seeds with a stock run, as in the shares
+            rs = [r for seed, r in done[model].get(a, {}).items() if seed in stocked]
             rounds = np.mean([(r["curve"][-1][0] - _search_start(r)) / PER_ITER[a] / count
                               for r in rs]) if rs else 0  # fmt: skip
             cells.append(f"{1e3 * np.mean([r['curve'][-1][2] for r in rs]):.2f} "
@@ -326,7 +327,8 @@ def report(hardware: str | None = None) -> None:
         lines.append(f"| {model} | {count} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Final: the estimate at the end of each arm's budget (mean over seeds), after the "
+        "Final: the estimate at the end of each arm's budget (mean over the seeds with a stock "
+        "run), after the "
         "seconds given; rounds a kernel: the trials measured over the round size and the "
         "model's kernels (MetaSchedule's gradient task scheduler gives every kernel one round "
         "in turn, largest share first, before it favours the kernels of the largest weighted "
