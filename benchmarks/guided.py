@@ -174,18 +174,10 @@ def _search_start(run: dict) -> int:
     return run["curve"][2 if run.get("transfer_seconds") else 0][0]
 
 
-def kernel_count(model: str, by_arm: dict[str, dict[int, dict]]) -> int:
-    """The model's tuning kernels: from its runs' files, else extracted (runs before
-    2026-12-03 did not record it)."""
-    counts = {r["kernels"] for by_seed in by_arm.values() for r in by_seed.values()
-              if "kernels" in r}  # fmt: skip
-    if counts:
-        return max(counts)
-    from transtune.frontend import from_zoo
-    from transtune.targets import get_config
-    from transtune.tasks import extract_kernels
-
-    return len(extract_kernels(from_zoo(model).mod, get_config("host")))
+def kernel_count(by_arm: dict[str, dict[int, dict]]) -> int | None:
+    """The model's tuning kernels, as its runs recorded them (None: none did)."""
+    return max((r["kernels"] for by_seed in by_arm.values() for r in by_seed.values()
+                if "kernels" in r), default=None)  # fmt: skip
 
 
 def flattening(curve: list) -> float:
@@ -314,17 +306,17 @@ def report(hardware: str | None = None) -> None:
                                                    for a in arms) + " |",
               "|---|---:|" + "---:|" * len(arms)]  # fmt: skip
     for model in models:
-        count = kernel_count(model, done[model])
+        count = kernel_count(done[model])
+        stocked = done[model]["stock"]  # seeds with a stock run, as in the shares
         cells = []
         for a in arms:
-            stocked = done[model]["stock"]  # seeds with a stock run, as in the shares
             rs = [r for seed, r in done[model].get(a, {}).items() if seed in stocked]
-            rounds = np.mean([(r["curve"][-1][0] - _search_start(r)) / PER_ITER[a] / count
-                              for r in rs]) if rs else 0  # fmt: skip
+            per = [(r["curve"][-1][0] - _search_start(r)) / PER_ITER[a] for r in rs]
+            rounds = f"{np.mean(per) / count:.1f}" if count and rs else "?"
             cells.append(f"{1e3 * np.mean([r['curve'][-1][2] for r in rs]):.2f} "
-                         f"({np.mean([r['curve'][-1][1] for r in rs]):.0f}, {rounds:.1f})"
+                         f"({np.mean([r['curve'][-1][1] for r in rs]):.0f}, {rounds})"
                          if rs else "not run")  # fmt: skip
-        lines.append(f"| {model} | {count} | " + " | ".join(cells) + " |")
+        lines.append(f"| {model} | {count or '?'} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Final: the estimate at the end of each arm's budget (mean over the seeds with a stock "
