@@ -16,14 +16,11 @@ Metrics: PCA, peak@1, TenSet's top-1/top-5 network scores.
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 from resume import Steps
 
 SHARES = (0.01, 0.02, 0.05, 0.10, 1.0)
 METRICS = ("pca", "peak@1", "top1", "top5")
-FINE_TUNE_LR = 1e-4  # a tenth of training's: a few hundred records move the weights less
 
 
 def scores(model, data, test: np.ndarray) -> dict:
@@ -77,13 +74,7 @@ def rows(
         return lambda: scores(create(name, seed=seed, **options).fit(data, train), data, test)
 
     def fine_tune(adapt: np.ndarray, prefix: str = ""):
-        def run() -> dict:
-            tuned = copy.deepcopy(pre(prefix))
-            tuned.config.epochs, tuned.config.lr = max(5, epochs // 3), FINE_TUNE_LR
-            tuned.config.validation = 0.2  # of the kernels, or of the programs of fewer than 5
-            return scores(tuned.fit(data, adapt), data, test)
-
-        return run
+        return lambda: scores(pre(prefix).fine_tuned(data, adapt), data, test)
 
     plan = [("zero-shot", 0.0, 0, lambda: scores(pre(), data, test)),
             ("xgboost", 0.0, 0, fit("xgb", source_rows))]  # fmt: skip

@@ -16,7 +16,10 @@ alone on the host:
   replayed one, up to 8: ``transfer_tune``'s default), then the guided search seeded with the
   transferred schedules, for what is left of the budget;
 - ``stock@16`` (ablation): stock MetaSchedule with the guided arms' round size *and*
-  population, so that it differs from ``guided`` in the cost model alone.
+  population, so that it differs from ``guided`` in the cost model alone;
+- ``guided+ft``, ``transfer+guided+ft``: the guided arms with the checkpoint fine-tuned on 5%
+  of this configuration's kernels (a seeded draw; none of the held-out models'), made by the
+  first run that needs it and kept beside the checkpoint, named by the hardware id.
 
 Every arm's clock starts after kernel extraction, the builder's start and the untuned
 measurement (``tune`` starts its curve there; the transfer step's own are subtracted).
@@ -24,12 +27,10 @@ measurement (``tune`` starts its curve there; the transfer step's own are subtra
 The time each needs to reach the same seed's stock run's final estimated latency is read off
 the curves (estimated latency = sum over kernels of weight x best measured latency), as a
 share of the time the stock run took to get there; means and spreads over the seeds.
-``--checkpoint`` runs the guided arms with another checkpoint (one fine-tuned on a new CPU,
-say); the result files name it.
 
     python benchmarks/guided.py train [--epochs 15]     # checkpoint without the held-out nets
     python benchmarks/guided.py run [--models m1,m2] [--seeds 0,1,2] [--budget 1200]
-        [--stock-budget 2400] [--arms stock,guided,...] [--checkpoint PATH]
+        [--stock-budget 2400] [--arms stock,guided,...]
     python benchmarks/guided.py report [--hardware ID]   # one configuration's runs
 
 Runs are kept per hardware id (``docs/results/guided/<id>/``): arms and seeds compare only on
@@ -55,7 +56,8 @@ LIBRARY = ROOT / "data" / "library" / "zoo-host.db"
 # Held out of the cost model's training data (TenSet's held-out networks); the transfer arm
 # leaves the library's schedules of them out of its donors.
 MODELS = ("mobilenet_v2", "resnext50_32x4d", "bert_base")
-ARMS = ("stock", "guided", "transfer+guided", "stock@16")
+ARMS = ("stock", "guided", "transfer+guided", "stock@16", "guided+ft", "transfer+guided+ft")
+FINE_TUNE_SHARE = 0.05  # of the configuration's kernels: the seed paper's "at most 5%"
 # Candidates measured per search round. Stock keeps MetaSchedule's default, which its XGBoost
 # trained from scratch needs to learn from; a pre-trained model's top 16 are worth measuring,
 # so the guided arms spread the same time over more rounds (and more kernels early on).
@@ -74,6 +76,44 @@ def train(epochs: int) -> None:
     )  # fmt: skip
 
 
+def base(which: str) -> str:
+    """The arm ``which`` runs (a ``+ft`` arm: the same with the fine-tuned checkpoint)."""
+    return which.removesuffix("+ft")
+
+
+def fine_tuned_path(hardware: str) -> Path:
+    return CHECKPOINT.with_name(f"{CHECKPOINT.stem}-ft-{hardware}.json")
+
+
+def fine_tune(hardware: str, seed: int = 0) -> Path:
+    """The checkpoint fine-tuned on ``FINE_TUNE_SHARE`` of ``hardware``'s kernels in the
+    dataset (a seeded draw; none of a held-out model's); made once, then kept."""
+    import numpy as np
+
+    from transtune.costmodel import load, load_cost_data
+    from transtune.dataset.splits import by_model
+
+    out = fine_tuned_path(hardware)
+    if out.is_file():
+        return out
+    data = load_cost_data(DATASET, [hardware])
+    kernels = np.unique(data.workload[by_model(data.workload, data.models)[0]])
+    if not len(kernels):
+        raise SystemExit(f"{DATASET} has no records of {hardware} outside the held-out models: "
+                         "collect some first (python benchmarks/hardware.py collect)")  # fmt: skip
+    np.random.default_rng(seed).shuffle(kernels)
+    chosen = kernels[: max(1, round(FINE_TUNE_SHARE * len(kernels)))]
+    rows = np.flatnonzero(np.isin(data.workload, chosen))
+    tuned = load(CHECKPOINT).fine_tuned(data, rows)
+    tuned.save(out)
+    best = tuned.history.get("best_epoch", -1)
+    print(f"{out.relative_to(ROOT)}: fine-tuned on {len(rows)} records of {len(chosen)} of "
+          f"{hardware}'s {len(kernels)} kernels ("
+          + (f"epoch {best} kept" if best >= 0 else "no epoch beat the pre-trained weights")
+          + ")", flush=True)  # fmt: skip
+    return out
+
+
 def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path, out: Path):
     """One tuning run, in this process."""
     from transtune.library import open_library
@@ -81,12 +121,13 @@ def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path,
     from transtune.tuning import GUIDED_SEARCH
     from transtune.workflow import Workflow
 
-    search = None if which == "stock" else GUIDED_SEARCH
-    guide = None if which.startswith("stock") else checkpoint
+    kind = base(which)
+    search = None if kind == "stock" else GUIDED_SEARCH
+    guide = None if kind.startswith("stock") else checkpoint
     offset, start_points, excluded, transfer = 0.0, [], 0, {}
     with tempfile.TemporaryDirectory() as tmp, open_library(Path(tmp) / "lib.db") as lib:
         with Workflow(model_name, lib, "host", cost_model=guide) as wf:
-            if which == "transfer+guided":
+            if kind == "transfer+guided":
                 with open_library(LIBRARY, read_only=True) as shipped:
                     same = {shipped.find_workload(k.mod) for k in wf.kernels} - {None}
                     # the model's own tunings (in other lowerings) are held out too
@@ -101,7 +142,7 @@ def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path,
                 offset = result.search_seconds - result.setup_seconds
                 start_points = [(0, 0.0, result.untuned_latency),
                                 (0, offset, result.estimated_latency)]  # fmt: skip
-            tuned = wf.tune(time_budget=budget - offset, num_trials_per_iter=PER_ITER[which],
+            tuned = wf.tune(time_budget=budget - offset, num_trials_per_iter=PER_ITER[kind],
                             search=search, seed=seed)  # fmt: skip
             threads, kernels = wf.config.num_threads, len(wf.kernels)
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
@@ -119,7 +160,7 @@ def result_path(hardware: str, model: str, which: str, seed: int) -> Path:
     return DATA / hardware / f"{model}_{which}_s{seed}.json"
 
 
-def run(models, arms, seeds, budget: float, stock_budget: float, checkpoint: Path) -> None:
+def run(models, arms, seeds, budget: float, stock_budget: float) -> None:
     from transtune.targets import get_config
 
     hardware = get_config("host").name
@@ -132,6 +173,7 @@ def run(models, arms, seeds, budget: float, stock_budget: float, checkpoint: Pat
                     continue
                 print(f"{model} s{seed}: {which} ...", flush=True)
                 seconds = stock_budget if which == "stock" else budget
+                checkpoint = fine_tune(hardware) if which.endswith("+ft") else CHECKPOINT
                 subprocess.run(
                     [sys.executable, __file__, "arm", model, which, "--budget", str(seconds),
                      "--seeds", str(seed), "--checkpoint", str(checkpoint), "--out", str(out)],
@@ -219,7 +261,8 @@ def report(hardware: str | None = None) -> None:
     guides = sorted({r["checkpoint"] for arms in done.values() for which, by_seed in arms.items()
                      if not which.startswith("stock") for r in by_seed.values()})  # fmt: skip
     tops = sorted({str(r.get("transfer_measure_top", "all")) for arms in done.values()
-                   for r in arms.get("transfer+guided", {}).values()})  # fmt: skip
+                   for which, by_seed in arms.items() if base(which) == "transfer+guided"
+                   for r in by_seed.values()})  # fmt: skip
     models = [m for m, arms in done.items() if "stock" in arms]
     metas = {
         f"{m} {a} s{seed}": r.get("meta")
@@ -236,7 +279,10 @@ def report(hardware: str | None = None) -> None:
         + "). Cost model of the guided arms: "
         + (", ".join(f"`{g}` ({_trained_on(g, hardware)})" for g in guides) or "none ran")
         + "; `data/costmodel/attention-by-model.json` was trained on `data/dataset` without "
-        "the kernels of TenSet's held-out networks (so none of these models' kernels)"
+        "the kernels of TenSet's held-out networks (so none of these models' kernels); the "
+        f"`+ft` arms' copy of it was then fine-tuned on {FINE_TUNE_SHARE:.0%} of this "
+        "configuration's kernels (a seeded draw, none of the held-out models'; a tenth of the "
+        "learning rate, the epoch picked on a fifth of those kernels)"
         + ". Donor library for transfer: `data/library/zoo-host.db`, without the model's own "
         "tunings (any lowering) and any workload identical to one of its kernels. Every run "
         "alone on the host, in a fresh process, from an empty library for the model; every "
@@ -311,7 +357,7 @@ def report(hardware: str | None = None) -> None:
         cells = []
         for a in arms:
             rs = [r for seed, r in done[model].get(a, {}).items() if seed in stocked]
-            per = [(r["curve"][-1][0] - _search_start(r)) / PER_ITER[a] for r in rs]
+            per = [(r["curve"][-1][0] - _search_start(r)) / PER_ITER[base(a)] for r in rs]
             rounds = f"{np.mean(per) / count:.1f}" if count and rs else "?"
             cells.append(f"{1e3 * np.mean([r['curve'][-1][2] for r in rs]):.2f} "
                          f"({np.mean([r['curve'][-1][1] for r in rs]):.0f}, {rounds})"
@@ -344,7 +390,9 @@ def report(hardware: str | None = None) -> None:
     if mean:  # an arm that never reached stock's final in some seed has no mean share
         figures = {"guided.seeds": min(len(done[m]["stock"]) for m in models)}
         figures.update({f"guided.{key}": mean[arm] for arm, key in
-                        (("guided", "mean_share"), ("transfer+guided", "transfer_mean_share"))
+                        (("guided", "mean_share"), ("transfer+guided", "transfer_mean_share"),
+                         ("guided+ft", "ft_mean_share"),
+                         ("transfer+guided+ft", "transfer_ft_mean_share"))
                         if arm in mean})  # fmt: skip
         latest = max(filter(None, metas.values()), key=lambda m: m.get("date", ""), default=None)
         merge_summary("guided", figures, meta=latest)
@@ -360,19 +408,21 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=float, default=1200.0, help="seconds, the guided arms")
     parser.add_argument("--stock-budget", type=float, default=2400.0, help="seconds, stock")
-    parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT)
+    parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT, help="arm: its model")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
     parser.add_argument("--hardware", help="report: the hardware id (default: most runs)")
     args = parser.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
+    unknown = set(args.arms.split(",")) - set(ARMS)
+    if unknown:
+        parser.error(f"unknown arms {', '.join(sorted(unknown))} (of {', '.join(ARMS)})")
     if args.step == "train":
         train(args.epochs)
     elif args.step == "arm":
         arm(args.model, args.which, args.budget, seeds[0], args.checkpoint.resolve(), args.out)
     elif args.step == "run":
-        run(args.models.split(","), args.arms.split(","), seeds, args.budget, args.stock_budget,
-            args.checkpoint.resolve())  # fmt: skip
+        run(args.models.split(","), args.arms.split(","), seeds, args.budget, args.stock_budget)
         report(args.hardware or "host")
     else:
         report(args.hardware)

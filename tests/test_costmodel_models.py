@@ -89,6 +89,28 @@ def test_validation_kernels_pick_the_epoch_and_the_callers_rng_is_untouched():
     assert np.array_equal(again.predict(data), before)
 
 
+def test_fine_tuning_adapts_a_copy_and_records_the_new_configuration():
+    from dataclasses import replace
+
+    from transtune.costmodel import TorchConfig, TorchCostModel
+
+    data = synthetic_data(groups=12, per_group=12)
+    data = replace(data, target=np.where(data.group < 6, "cpu-a", "cpu-b").astype(object))
+    model = TorchCostModel(TorchConfig(arch="mlp", epochs=6))
+    model.fit(data, np.flatnonzero(data.group < 6))
+    before = model.predict(data)
+    tuned = model.fine_tuned(data, np.flatnonzero(data.group >= 6))
+    assert np.array_equal(model.predict(data), before)  # the pre-trained model is untouched
+    assert model.trained_on == ["cpu-a"] and tuned.trained_on == ["cpu-a", "cpu-b"]
+    c = tuned.config
+    assert (c.epochs, c.validation) == (5, 0.2) and c.lr == pytest.approx(model.config.lr / 10)
+    h = tuned.history  # epochs picked on held-out kernels of the new configuration
+    assert len(h["val_pca"]) == 5 and h["start_pca"] is not None
+    assert [h["start_pca"], *h["val_pca"]][h["best_epoch"] + 1] == max(
+        h["start_pca"], *h["val_pca"]
+    )
+
+
 def test_validation_holds_out_kernels_or_with_few_kernels_programs_of_each():
     from transtune.costmodel.models import _hold_out
 
