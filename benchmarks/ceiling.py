@@ -1,7 +1,7 @@
 """Where a tuned model's time goes, and what raises it -> docs/results/ceiling.md (+ plots).
 
     python benchmarks/ceiling.py run [MODEL ...] [--lowering L] [--library L]   # alone
-    python benchmarks/ceiling.py levers [MODEL ...]   # the lowering and evaluator levers; alone
+    python benchmarks/ceiling.py levers [MODEL ...] [--levers A,B]   # lowering, evaluator; alone
     python benchmarks/ceiling.py rerank [MODEL ...]   # the re-ranking lever; alone
     python benchmarks/ceiling.py report
 
@@ -15,7 +15,7 @@ then the model end to end with those schedules, PyTorch and ONNX Runtime at the 
 count, and the sum of weight x kernel time against the measured model time (what the Relax
 VM, layout transforms and copies add), each call's time inside the model
 (``CompiledModel.profile``) and ONNX Runtime's profile by operator. ``levers``: each model
-tuned with BUDGET candidates per kernel under every lever of LEVERS (a lowering, and the
+tuned with BUDGET candidates per kernel under each lever of LEVERS (a lowering, and the
 evaluator the candidates were timed with; ``data/library/levers/``, resumable), then timed
 end to end with each beside ONNX Runtime and PyTorch, in one process.
 Figures merge into summary.json as ``ceiling.<model>.*``.
@@ -43,7 +43,8 @@ RERANK_TOP, RERANK_KERNELS, RERANK_ROUNDS = 3, 10, 10  # the re-ranking lever (`
 # MetaSchedule's default, or "flush", cold weights: ``transtune.measure.FLUSH_EVALUATOR``).
 LEVERS = {"nchw": ("nchw", "warm"), "nhwc": ("nhwc", "warm"),
           "nhwc-prepack": ("nhwc-prepack", "warm"),
-          "nhwc-prepack-flush": ("nhwc-prepack", "flush")}  # fmt: skip
+          "nhwc-prepack-flush": ("nhwc-prepack", "flush"),
+          "nhwc-prepack-fastmath": ("nhwc-prepack-fastmath", "warm")}  # fmt: skip
 
 
 def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict], dict, object]:
@@ -245,11 +246,11 @@ def lever_tune(name: str, lever: str) -> None:
         lib.compact(reference.TOP_K)
 
 
-def levers(models: list[str]) -> None:
-    """The levers (data layout, prepacked weights, the tuning's evaluator), each measured
-    alone on the same kernels: every model tuned with BUDGET candidates per kernel under every
-    lever (each in a fresh process, skipped where done), then built with each library and
-    timed end to end in one process beside ONNX Runtime and PyTorch."""
+def levers(models: list[str], chosen: list[str]) -> None:
+    """The levers (data layout, prepacked weights, fast math, the tuning's evaluator), each
+    measured alone on the same kernels: every model tuned with BUDGET candidates per kernel
+    under each ``chosen`` lever (each in a fresh process, skipped where done), then built with
+    each library and timed end to end in one process beside ONNX Runtime and PyTorch."""
     import contextlib
     import subprocess
     import sys
@@ -262,7 +263,7 @@ def levers(models: list[str]) -> None:
     DATA.mkdir(parents=True, exist_ok=True)
     for name in models:
         tuned = {}
-        for lever in LEVERS:
+        for lever in chosen:
             path = lever_library(name, lever)
             if not path.is_file() or tuning(path, name)["trials"] is None:
                 subprocess.run([sys.executable, __file__, "lever-tune", name, "--lever", lever],
@@ -314,8 +315,8 @@ def report() -> None:
         f"chains), bandwidth {bandwidth:.0f} GB/s (triad), from the configuration's descriptor "
         f"in {first}'s run (each model's % of peak and of roofline use its own run's). "
         "Each row names the commit and date it was measured at, the lowering (data layout, "
-        "weights; see the levers) and the library its schedules came from (best record each), "
-        "with the trials and tuning seconds that library's tuning took.",
+        "weights, fast math; see the levers) and the library its schedules came from (best "
+        "record each), with the trials and tuning seconds that library's tuning took.",
         "",
         *meta_lines({r["model"]: r.get("meta") for r in results}),
         "",
@@ -368,7 +369,7 @@ def report() -> None:
                 f"| {k['kernel']} | {k['class']} | {k['weight']} | {k['gflops']:.3f} | "
                 f"{1e3 * k['seconds']:.3f} ({100 * k['weight'] * k['seconds'] / total:.0f}%) | "
                 f"{k['achieved_gflops']:.0f} | {100 * k['peak_fraction']:.0f}% | "
-                f"{100 * k['achieved_gflops'] / k['attainable_gflops']:.0f}% |"
+                f"{_percent(k['achieved_gflops'], k['attainable_gflops'])} |"
             )
         lines += _profile_lines(r)
     lines += ["", "![roofline](ceiling_roofline.png)", ""]
@@ -388,6 +389,12 @@ def report() -> None:
     fig.savefig(OUT / "ceiling_roofline.png", dpi=110)
     _lever_plot(lever_runs, plt)
     merge_summary("ceiling", {**figures, "ceiling.best_conv_peak_fraction": best_fraction})
+
+
+def _percent(part: float, whole: float) -> str:
+    """``part`` as a percentage of ``whole``; "-" where ``whole`` is 0 (a kernel that does no
+    arithmetic has no FLOP roofline)."""
+    return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
 def _profile_lines(r: dict) -> list[str]:
@@ -431,7 +438,11 @@ def _lever_lines(runs: list[dict]) -> list[str]:
         "**Lowering** (`--layout`, `--prepack`; both kept in every record's key): the data "
         "layout convolutions are lowered in (NCHW as imported, or NHWC with HWIO weights), and "
         "whether each kernel's weights are repacked for its schedule (MetaSchedule's "
-        "`RewriteLayout`, folded into the constants at compile time). **Evaluator**: how the "
+        "`RewriteLayout`, folded into the constants at compile time). **Fast math** "
+        "(`--fast-math`, `nhwc-prepack-fastmath`): exp, erf, tanh, sigmoid, softmax and GELU "
+        "computed by TVM's vectorisable approximations (`transtune.fastmath`; LLVM on x86 "
+        "calls scalar libm for each element otherwise); the kernels it rewrites are other "
+        "workloads, the rest are the same programs. **Evaluator**: how the "
         "tuning timed each candidate: warm (MetaSchedule's default: back-to-back runs for "
         "100 ms, caches hot) or flush (`nhwc-prepack-flush`: 20 runs each after every argument "
         "but the input is flushed from the caches, as weights stream from memory inside a "
@@ -503,17 +514,21 @@ def _vs_ort(e2e: dict, label: str) -> float:
 
 
 def _lever_plot(runs: list[dict], plt) -> None:
+    """One panel per model (each its own scale): every timed build's last-run median."""
     if not runs:
         return
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels = [f"tvm-{lever}" for lever in LEVERS] + ["onnxruntime", "pytorch"]
-    width = 0.8 / len(labels)
-    for i, label in enumerate(labels):
-        values = [r["runs"][-1]["end_to_end"].get(label, {}).get("median_ms", 0) for r in runs]
-        ax.bar([j + i * width for j in range(len(runs))], values, width, label=label)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(runs))], [r["model"] for r in runs])
-    ax.set(ylabel="end to end ms (median)", title=f"Levers, {BUDGET} trials per kernel")
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, len(runs), figsize=(3.5 * len(runs) + 1, 3.5), squeeze=False)
+    every = [f"tvm-{lever}" for lever in LEVERS] + ["onnxruntime", "pytorch"]
+    for ax, r in zip(axes[0], runs, strict=True):
+        e2e = r["runs"][-1]["end_to_end"]
+        labels = [f"tvm-{lever}" for lever in LEVERS if f"tvm-{lever}" in e2e]
+        labels += ["onnxruntime", "pytorch"]
+        ax.bar(range(len(labels)), [e2e.get(x, {}).get("median_ms", 0) for x in labels],
+               color=[f"C{every.index(x)}" for x in labels])  # fmt: skip
+        ax.set_xticks(range(len(labels)), [x.removeprefix("tvm-") for x in labels],
+                      rotation=40, ha="right", fontsize=7)  # fmt: skip
+        ax.set(title=r["model"], ylabel="end to end ms (median)")
+    fig.suptitle(f"Levers, {BUDGET} trials per kernel")
     fig.tight_layout()
     fig.savefig(OUT / "ceiling_levers.png", dpi=110)
 
@@ -525,6 +540,8 @@ def main() -> None:
     parser.add_argument("--lowering", choices=list(reference.LOWERINGS), default=reference.LOWERING)
     parser.add_argument("--library", help="one library for every model (default: the reference)")
     parser.add_argument("--lever", choices=list(LEVERS), help="lever-tune: the lever to tune under")
+    parser.add_argument("--levers", default=",".join(LEVERS),
+                        help="levers: which, comma-separated (default: all)")  # fmt: skip
     args = parser.parse_args()
     if args.step == "lever-tune":
         lever_tune(args.models[0], args.lever)
@@ -532,7 +549,10 @@ def main() -> None:
     if args.step == "run":
         run(args.models or MODELS, args.lowering, args.library)
     elif args.step == "levers":
-        levers(args.models or ["resnet18"])
+        chosen = args.levers.split(",")
+        if unknown := sorted(set(chosen) - set(LEVERS)):
+            parser.error(f"unknown levers {unknown}; known: {', '.join(LEVERS)}")
+        levers(args.models or ["resnet18"], chosen)
     elif args.step == "rerank":
         rerank(args.models or ["resnet18"], args.lowering)
     report()

@@ -43,8 +43,11 @@ COVERAGE_PER_KERNEL = 64
 TOP_K = 3
 SEED = 0
 FINISHED = "reference:finished"
-# How a model is lowered before its kernels are extracted: (data layout, prepacked weights).
-LOWERINGS = {"nchw": ("NCHW", False), "nhwc": ("NHWC", False), "nhwc-prepack": ("NHWC", True)}
+# How a model is lowered before its kernels are extracted: (data layout, prepacked weights,
+# fast math: transcendentals by vectorisable approximations, ``transtune.fastmath``).
+LOWERINGS = {"nchw": ("NCHW", False, False), "nhwc": ("NHWC", False, False),
+             "nhwc-prepack": ("NHWC", True, False),
+             "nhwc-prepack-fastmath": ("NHWC", True, True)}  # fmt: skip
 LOWERING = "nhwc-prepack"
 # The configuration tuned for: ``host`` (every core), or ``host-1core`` (the constrained CPU
 # of the transfer issue); its hardware id names the folder. Set by ``--config``.
@@ -55,8 +58,7 @@ def config(lowering: str = LOWERING):
     """The CONFIG target configuration of a lowering."""
     from transtune.targets import get_config
 
-    layout, prepack = LOWERINGS[lowering]
-    return get_config(CONFIG, layout, prepack)
+    return get_config(CONFIG, *LOWERINGS[lowering])
 
 
 def folder(lowering: str = LOWERING) -> Path:

@@ -12,7 +12,9 @@ extracted: ``NCHW`` (as models are imported) or ``NHWC`` (channels innermost, wh
 vectorise over output channels). The layout changes every convolution kernel, so records are
 keyed by it too (:func:`transtune.library.target_key`), and so is the choice to *prepack*
 weights: let MetaSchedule tile each kernel's weights for its schedule (their repacking is
-folded into the constants when the model is compiled).
+folded into the constants when the model is compiled). With *fast math*
+(:mod:`transtune.fastmath`), transcendentals are computed by vectorisable approximations; the
+kernels that changes are other workloads, so it needs no key of its own.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class TargetConfig:
     fingerprint: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     layout: str = DEFAULT_LAYOUT
     prepack: bool = False  # weights repacked into the layout each kernel's schedule wants
+    fast_math: bool = False  # exp, erf, tanh... by TVM's approximations (transtune.fastmath)
 
     def tvm_target(self):
         """The ``tvm.target.Target`` (dict form, as TVM 0.27 requires)."""
@@ -127,12 +130,16 @@ def hardware_for(cpu: dict, spec: dict[str, Any]) -> tuple[str, dict]:
 
 
 def get_config(
-    name: str | None = None, layout: str | None = None, prepack: bool = False
+    name: str | None = None,
+    layout: str | None = None,
+    prepack: bool = False,
+    fast_math: bool = False,
 ) -> TargetConfig:
     """A target configuration by name (default ``host``), or a custom one from a JSON target
     dict such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}'``, lowering
     convolutions in ``layout`` (default ``NCHW``; see :data:`LAYOUTS`), with weights repacked
-    for each kernel's schedule when ``prepack``.
+    for each kernel's schedule when ``prepack``, transcendentals approximated when
+    ``fast_math``.
 
     Raises ``TargetError`` for an unknown name or layout, or a target this host cannot run.
     """
@@ -155,9 +162,9 @@ def get_config(
         known = ", ".join(f"{alias} ({c.name})" for alias, c in configs.items())
         raise TargetError(f"unknown target configuration {name!r} on this host; known: {known}")
     check_runnable(config.target)
-    if (layout, prepack) == (config.layout, config.prepack):
+    if (layout, prepack, fast_math) == (config.layout, config.prepack, config.fast_math):
         return config
-    return replace(config, layout=layout, prepack=bool(prepack))
+    return replace(config, layout=layout, prepack=bool(prepack), fast_math=bool(fast_math))
 
 
 def _custom(spec: dict[str, Any], text: str) -> TargetConfig:

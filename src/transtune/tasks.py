@@ -76,7 +76,8 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     configuration's layout (weights folded into it, activations transposed where the model's
     layout starts or ends), then ops are decomposed for inference, legalized and fused. Gathers
     (``take``) clip their indices: TVM's default "fast" mode reads out of bounds (and crashes)
-    on the random inputs every kernel is measured with. With prepacked weights, every
+    on the random inputs every kernel is measured with. With fast math, transcendentals are
+    rewritten first (:func:`transtune.fastmath.fast_math`). With prepacked weights, every
     kernel's weights are marked free to change layout (MetaSchedule's ``RewriteLayout`` then
     tiles them for the schedule; :func:`transtune.compile.compile_model` folds the repacking
     into the constants). Returns the fused module and the class of every fused kernel.
@@ -91,6 +92,10 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     target, layout, prepack = lowering(config)
     passes = relax.transform
     mod = _clip_gathers(mod)
+    if getattr(config, "fast_math", False):
+        from .fastmath import fast_math
+
+        mod = fast_math(mod)
     convert = []
     if layout != "NCHW":
         desired = {"relax.nn.conv2d": [layout, LAYOUTS[layout]]}

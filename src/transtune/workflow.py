@@ -29,7 +29,8 @@ class Workflow:
     :func:`transtune.from_module`); ``library``: a URL or path, or an open :class:`Library`;
     ``target``: a configuration name (alias or hardware id) or a :class:`TargetConfig`;
     ``layout``: the data layout convolutions are lowered in, with a named target (``NCHW``
-    default, or ``NHWC``), and ``prepack``: whether weights are repacked for each schedule;
+    default, or ``NHWC``), ``prepack``: whether weights are repacked for each schedule, and
+    ``fast_math``: whether transcendentals are approximated (:mod:`transtune.fastmath`);
     ``runner``: a MetaSchedule runner (default: local); ``cost_model``: a checkpoint path or a
     :class:`~transtune.costmodel.metaschedule.LearnedCostModel` (default: MetaSchedule's
     XGBoost model for tuning, no ranking for transfer); ``device``: the hardware descriptor
@@ -46,9 +47,10 @@ class Workflow:
         device: Any = None,
         layout: str | None = None,
         prepack: bool = False,
+        fast_math: bool = False,
     ) -> None:
         if not isinstance(target, TargetConfig):
-            target = get_config(target, layout, prepack)
+            target = get_config(target, layout, prepack, fast_math)
         self.config = target
         self.model = model if isinstance(model, ImportedModel) else load(str(model), shapes=shapes)
         self._owns_library = not isinstance(library, Library)

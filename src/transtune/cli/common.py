@@ -58,7 +58,7 @@ def _config(args: argparse.Namespace):
     """The target configuration a model command names (``--target``, ``--layout``)."""
     from ..targets import get_config
 
-    return get_config(args.target, args.layout, args.prepack)
+    return get_config(args.target, args.layout, args.prepack, args.fast_math)
 
 
 def _device(args: argparse.Namespace):
@@ -158,6 +158,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "--prepack",
         action="store_true",
         help="repack weights for each kernel's schedule (records are kept apart)",
+    )
+    p.add_argument(
+        "--fast-math",
+        action="store_true",
+        help="compute exp, erf, tanh, sigmoid, softmax, GELU by vectorisable approximations",
     )
     p.add_argument("--shape", type=_shape, action="append", metavar="NAME=1x3x224x224",
                    help="ONNX files: an input's shape (repeatable)")  # fmt: skip
