@@ -14,7 +14,7 @@ keyed by it too (:func:`transtune.library.target_key`), and so is the choice to 
 weights: let MetaSchedule tile each kernel's weights for its schedule (their repacking is
 folded into the constants when the model is compiled). With *fast math*
 (:mod:`transtune.fastmath`), transcendentals are computed by vectorisable approximations; the
-kernels that changes are other workloads, so it needs no key of its own.
+kernels it changes are other workloads, so it needs no key of its own.
 """
 
 from __future__ import annotations
