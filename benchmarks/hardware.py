@@ -82,7 +82,7 @@ def collect(minutes: float) -> None:
 
     here, held = host_info().mcpu, cpus()
     table = load_records(DATASET, ["workload"])[0]
-    by_id = {c["values"]: c["counts"] for c in table["target"].value_counts().to_pylist()}
+    by_id = _records_by_id(table)
     sources = [i for cpu, ids in held.items() if cpu != here and (i := full_isa(ids))]
     if not sources:
         raise SystemExit(f"{DATASET} holds no other CPU's full-ISA 2-thread configuration")
@@ -96,6 +96,11 @@ def collect(minutes: float) -> None:
     print(f"measuring the programs of {source} on host, host-1core", flush=True)
     options = ("--programs-from", source, "--trajectory", str(deep.DEEP_TRAJECTORY))
     dataset.collect(minutes, models, "host,host-1core", options)
+
+
+def _records_by_id(table) -> dict[str, int]:
+    """Records per hardware id in ``table``."""
+    return {c["values"]: c["counts"] for c in table["target"].value_counts().to_pylist()}
 
 
 def _kernels(table, hw_id: str) -> int:
@@ -118,8 +123,7 @@ def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None
             "(python benchmarks/hardware.py collect, on another CPU)"
         )
     table = load_records(DATASET, ["status"])[0]
-    ok = table.filter(pc.equal(table["status"], "ok"))["target"].value_counts().to_pylist()
-    by_id = {c["values"]: c["counts"] for c in ok}
+    by_id = _records_by_id(table.filter(pc.equal(table["status"], "ok")))
     count = {cpu: sum(by_id.get(i, 0) for i in ids) for cpu, ids in held.items()}
     source_cpu = source_cpu or max(count, key=count.get)  # the CPU the programs came from
     if source_cpu not in held:

@@ -205,14 +205,14 @@ class TorchCostModel(_Base):
         )  # fmt: skip
         return self
 
-    def fine_tuned(self, data: CostData, index=None, epochs: int | None = None) -> TorchCostModel:
-        """A copy adapted to rows ``index`` (a few records of a new CPU, say): ``epochs``
-        (default a third of training's, at least 5) at a tenth of the learning rate, the epoch
-        picked on a fifth of the kernels held out; the starting weights are kept when no epoch
-        beats them on those."""
+    def fine_tuned(self, data: CostData, index=None) -> TorchCostModel:
+        """A copy adapted to rows ``index`` (a few records of a new CPU, say): a third of
+        training's epochs (at least 5) at a tenth of the learning rate, the epoch picked on a
+        fifth of the kernels held out; the starting weights are kept when no epoch beats them
+        on those."""
         tuned = copy.deepcopy(self)
         c = tuned.config
-        c.epochs, c.lr, c.validation = epochs or max(5, c.epochs // 3), c.lr / 10, 0.2
+        c.epochs, c.lr, c.validation = max(5, c.epochs // 3), c.lr / 10, 0.2
         return tuned.fit(data, index)
 
     def predict(self, data: CostData, index=None) -> np.ndarray:
