@@ -316,7 +316,9 @@ def report() -> None:
         f"in {first}'s run (each model's % of peak and of roofline use its own run's). "
         "Each row names the commit and date it was measured at, the lowering (data layout, "
         "weights, fast math; see the levers) and the library its schedules came from (best "
-        "record each), with the trials and tuning seconds that library's tuning took.",
+        "record each), with the trials and tuning seconds that library's tuning took "
+        "(*unfinished*: its converged queue has not finished yet: more tuning may "
+        "still lower its latency).",
         "",
         *meta_lines({r["model"]: r.get("meta") for r in results}),
         "",
@@ -343,6 +345,8 @@ def report() -> None:
         tvm, ort, torch_ms = (e2e.get(x, {}).get("median_ms")
                               for x in ("tvm-tuned", "onnxruntime", "pytorch"))  # fmt: skip
         trials = f"{tuned['trials']} ({tuned['seconds']:.0f})" if tuned.get("trials") else "-"
+        if tuned.get("trials") and not tuned.get("finished"):
+            trials += ", unfinished"
         lines.append(
             f"| {r['model']} | {r.get('lowering', 'nchw')} | "
             f"`{r.get('library', 'data/library/zoo-host.db')}` | {trials} | {total:.2f} | "
