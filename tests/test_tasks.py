@@ -88,3 +88,26 @@ def test_nhwc_layout_converts_every_convolution_and_keeps_the_numerics(tiny_conv
     (out,) = compile_model(model, nhwc).run(model.inputs)
     expected = module(x).detach().numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_nhwc_activations_fuse_into_the_convolution_without_transposes(fast_math):
+    import numpy as np
+    import torch
+
+    from transtune.compile import compile_model
+    from transtune.targets import get_config
+
+    torch.manual_seed(0)
+    conv = lambda: torch.nn.Conv2d(8, 8, 3, padding=1)  # noqa: E731
+    module = torch.nn.Sequential(conv(), torch.nn.ReLU6(), conv(), torch.nn.SiLU(), conv()).eval()
+    x = torch.randn(1, 8, 16, 16)
+    model = from_module(module, (x,), name="activations")
+    config = get_config("host", "nhwc", fast_math=fast_math)
+    classes = sorted(k.kernel_class for k in extract_kernels(model.mod, config))
+    # ReLU6 (a clip, which ConvertLayout has no rule for) and SiLU (an opaque TIR call under
+    # fast math) are each convolution's epilogue; only the model's input and output transpose.
+    assert classes == ["conv2d+add", "conv2d+add+maximum+minimum",
+                       "conv2d+add+tir_sigmoid+multiply", "transpose", "transpose"]  # fmt: skip
+    (out,) = compile_model(model, config).run(model.inputs)
+    np.testing.assert_allclose(out, module(x).detach().numpy(), rtol=1e-4, atol=1e-4)

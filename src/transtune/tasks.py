@@ -76,8 +76,12 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     configuration's layout (weights folded into it, activations transposed where the model's
     layout starts or ends), then ops are decomposed for inference, legalized and fused. Gathers
     (``take``) clip their indices: TVM's default "fast" mode reads out of bounds (and crashes)
-    on the random inputs every kernel is measured with. With fast math, transcendentals are
-    rewritten first (:func:`transtune.fastmath.fast_math`). With prepacked weights, every
+    on the random inputs every kernel is measured with. Before a layout conversion, ``clip``
+    (ReLU6) is spelled ``maximum`` then ``minimum``: ``ConvertLayout`` has no rule for it and
+    would wrap it in a transpose pair, a kernel of its own instead of the convolution's
+    epilogue. With fast math, transcendentals are rewritten after the layout conversion
+    (:func:`transtune.fastmath.fast_math`; the TIR it emits is opaque to it). With prepacked
+    weights, every
     kernel's weights are marked free to change layout (MetaSchedule's ``RewriteLayout`` then
     tiles them for the schedule; :func:`transtune.compile.compile_model` folds the repacking
     into the constants). Returns the fused module and the class of every fused kernel.
@@ -91,21 +95,23 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     configure_threads()  # constant folding runs kernels: TVM's pool starts here
     target, layout, prepack = lowering(config)
     passes = relax.transform
-    mod = _clip_gathers(mod)
-    if getattr(config, "fast_math", False):
-        from .fastmath import fast_math
-
-        mod = fast_math(mod)
+    mod = _rewrite_calls(mod, "relax.take", _clip_indices)
     convert = []
     if layout != "NCHW":
+        mod = _rewrite_calls(mod, "relax.clip", _min_max)
         desired = {"relax.nn.conv2d": [layout, LAYOUTS[layout]]}
         convert = [passes.ConvertLayout(desired), passes.FoldConstant()]
     with target:
         mod = tvm.transform.Sequential(
+            [passes.FoldBatchnormToConv2D(), passes.FoldConstant(), *convert]
+        )(mod)
+    if getattr(config, "fast_math", False):
+        from .fastmath import fast_math
+
+        mod = fast_math(mod)
+    with target:
+        mod = tvm.transform.Sequential(
             [
-                passes.FoldBatchnormToConv2D(),
-                passes.FoldConstant(),
-                *convert,
                 passes.DecomposeOpsForInference(),
                 passes.CanonicalizeBindings(),
                 passes.LegalizeOps(),
@@ -129,27 +135,45 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     return mod, classes
 
 
-def _clip_gathers(mod):
-    """``mod`` with every ``take`` in "fast" mode switched to "clip" mode."""
+def _rewrite_calls(mod, op: str, rewrite):
+    """``mod`` with every call of the Relax operator ``op`` replaced by ``rewrite(call)`` (or
+    kept where that returns None)."""
     import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
-    take = tvm.ir.Op.get("relax.take")
+    target = tvm.ir.Op.get(op)
 
     @mutator
-    class ClipTake(PyExprMutator):
+    class Rewrite(PyExprMutator):
         def visit_call_(self, call):
             call = super().visit_call_(call)
-            if call.op.same_as(take) and call.attrs.mode == "fast":
-                return relax.op.take(call.args[0], call.args[1], call.attrs.axis, mode="clip")
-            return call
+            new = rewrite(call) if call.op.same_as(target) else None
+            return call if new is None else new
 
     mod = mod.clone()
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
-            mod[gv] = ClipTake().visit_expr(func)
+            mod[gv] = Rewrite().visit_expr(func)
     return mod
+
+
+def _clip_indices(call):
+    """A ``take`` in "fast" mode as one in "clip" mode."""
+    from tvm import relax
+
+    if call.attrs.mode == "fast":
+        return relax.op.take(call.args[0], call.args[1], call.attrs.axis, mode="clip")
+    return None
+
+
+def _min_max(call):
+    """``clip(x, lo, hi)`` as ``minimum(maximum(x, lo), hi)``."""
+    from tvm import relax
+
+    x, *bounds = call.args
+    low, high = (relax.const(float(b.value), str(x.ty.dtype)) for b in bounds)
+    return relax.op.minimum(relax.op.maximum(x, low), high)
 
 
 def _callees(func) -> list[str]:
