@@ -62,7 +62,7 @@ def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict]
         measure_modules,
         warm_builder,
     )  # fmt: skip
-    from transtune.tasks import extract_kernels
+    from transtune.tasks import extract_kernels, multiply_add_flops
 
     load_cpu_tensor_intrinsics()
     target = config.tvm_target()
@@ -74,8 +74,11 @@ def kernel_rows(model_name: str, library_path: Path, config) -> tuple[list[dict]
         for k in kernels:
             best = _replayed(k, lib, config, 1)
             nbytes = sum(int(np.prod(s)) * 4 for s in k.arg_shapes)
+            # A reduction's multiply-adds where it has one (what the FMA peak bounds), else
+            # every float operation TVM counts.
+            flops = multiply_add_flops(k.mod) or k.flops
             rows.append({"kernel": k.name, "class": k.kernel_class, "weight": k.weight,
-                         "gflops": k.flops / 1e9, "bytes": nbytes,
+                         "gflops": flops / 1e9, "bytes": nbytes,
                          "scheduled": bool(best)})  # fmt: skip
             mods.append(best[0][1] if best else k.mod)
     runner = local_runner(EVALUATOR, num_threads=config.num_threads)
@@ -327,7 +330,11 @@ def report() -> None:
         "ONNX Runtime in the same process (interleaved, `benchmark.compare`, in runs since "
         "2026-12-01), numerics checked (max relative error below 1e-3). "
         "The bandwidth is DRAM's (a triad over 3 x 64 MiB): kernels whose data stays in cache "
-        "run above that roof.",
+        "run above that roof. GFLOP: 2 x the multiply-adds of a kernel's convolution or "
+        "matmul (in runs since 2026-12-04 16:00; before, TVM's count of every float "
+        "operation, its epilogue's too, within a few percent for these models' kernels then, "
+        "but 1.5-2x with fast math's sigmoid, which had not yet been fused into them), "
+        "TVM's count of every float operation for a kernel without a reduction.",
         "",
         "| model | lowering | schedules from | tuning trials (s) | sum of kernels ms "
         "| TVM tuned ms | ONNX Runtime ms | PyTorch ms | TVM / ORT | best conv/matmul % of peak "

@@ -135,6 +135,35 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     return mod, classes
 
 
+def multiply_add_flops(kernel_mod) -> float:
+    """2 x the iterations of a kernel's reduction blocks (a convolution's or matmul's
+    multiply-adds): the work a CPU's FMA peak bounds. TVM's ``estimate_tir_flops`` counts every
+    float operation, an epilogue's too (fast math's polynomial, clamps and rounding per
+    element), so against the peak it can exceed 100%."""
+    from tvm import tirx
+
+    total = 0
+
+    def visit(node) -> None:
+        nonlocal total
+        iters = getattr(node, "iter_vars", None)
+        if iters is not None and any(v.iter_type == tirx.IterVar.CommReduce for v in iters):
+            n = 1
+            for v in iters:
+                n *= int(v.dom.extent)
+            total += 2 * n
+        for name in ("body", "block", "then_case", "else_case"):
+            child = getattr(node, name, None)
+            if child is not None:
+                visit(child)
+        for child in getattr(node, "seq", None) or []:
+            visit(child)
+
+    for func in kernel_mod.functions.values():
+        visit(func.body)
+    return float(total)
+
+
 def _rewrite_calls(mod, op: str, rewrite):
     """``mod`` with every call of the Relax operator ``op`` replaced by ``rewrite(call)`` (or
     kept where that returns None)."""
