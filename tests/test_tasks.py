@@ -1,7 +1,7 @@
 import pytest
 
 from transtune.frontend import from_module
-from transtune.tasks import extract_kernels, kernel_class, op_name
+from transtune.tasks import extract_kernels, kernel_class, multiply_add_flops, op_name
 
 
 @pytest.mark.parametrize(
@@ -111,3 +111,17 @@ def test_nhwc_activations_fuse_into_the_convolution_without_transposes(fast_math
                        "conv2d+add+tir_sigmoid+multiply", "transpose", "transpose"]  # fmt: skip
     (out,) = compile_model(model, config).run(model.inputs)
     np.testing.assert_allclose(out, module(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_multiply_add_flops_count_the_convolution_not_its_epilogue():
+    import torch
+
+    from transtune.targets import get_config
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.SiLU()).eval()
+    model = from_module(module, (torch.randn(1, 8, 16, 16),), name="conv_silu")
+    kernels = extract_kernels(model.mod, get_config("host", "nhwc", fast_math=True))
+    (conv,) = [k for k in kernels if k.kernel_class.startswith("conv2d")]
+    assert multiply_add_flops(conv.mod) == 2 * (16 * 16 * 16) * (8 * 3 * 3)
+    assert conv.flops > 1.5 * multiply_add_flops(conv.mod)  # fast math's sigmoid counted too
+    assert all(multiply_add_flops(k.mod) == 0 for k in kernels if k is not conv)  # transposes
