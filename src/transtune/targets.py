@@ -13,8 +13,9 @@ vectorise over output channels). The layout changes every convolution kernel, so
 keyed by it too (:func:`transtune.library.target_key`), and so is the choice to *prepack*
 weights: let MetaSchedule tile each kernel's weights for its schedule (their repacking is
 folded into the constants when the model is compiled). With *fast math*
-(:mod:`transtune.fastmath`), transcendentals are computed by vectorisable approximations; the
-kernels it changes are other workloads, so it needs no key of its own.
+(:mod:`transtune.fastmath`), transcendentals are computed by vectorisable approximations, and
+with *Winograd* (:mod:`transtune.winograd`) stride-1 3x3 convolutions by Winograd's minimal
+filtering; the kernels they change are other workloads, so they need no key of their own.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class TargetConfig:
     layout: str = DEFAULT_LAYOUT
     prepack: bool = False  # weights repacked into the layout each kernel's schedule wants
     fast_math: bool = False  # exp, erf, tanh... by TVM's approximations (transtune.fastmath)
+    winograd: bool = False  # 3x3 convolutions as Winograd's F(4x4, 3x3) (transtune.winograd)
 
     def tvm_target(self):
         """The ``tvm.target.Target`` (dict form, as TVM 0.27 requires)."""
@@ -134,12 +136,14 @@ def get_config(
     layout: str | None = None,
     prepack: bool = False,
     fast_math: bool = False,
+    winograd: bool = False,
 ) -> TargetConfig:
     """A target configuration by name (default ``host``), or a custom one from a JSON target
     dict such as ``'{"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}'``, lowering
     convolutions in ``layout`` (default ``NCHW``; see :data:`LAYOUTS`), with weights repacked
     for each kernel's schedule when ``prepack``, transcendentals approximated when
-    ``fast_math``.
+    ``fast_math``, stride-1 3x3 convolutions computed as Winograd's when ``winograd`` (NHWC
+    only).
 
     Raises ``TargetError`` for an unknown name or layout, or a target this host cannot run.
     """
@@ -162,9 +166,13 @@ def get_config(
         known = ", ".join(f"{alias} ({c.name})" for alias, c in configs.items())
         raise TargetError(f"unknown target configuration {name!r} on this host; known: {known}")
     check_runnable(config.target)
-    if (layout, prepack, fast_math) == (config.layout, config.prepack, config.fast_math):
+    if winograd and layout != "NHWC":
+        raise TargetError("Winograd convolutions need the NHWC layout (--layout NHWC)")
+    options = {"layout": layout, "prepack": bool(prepack), "fast_math": bool(fast_math),
+               "winograd": bool(winograd)}  # fmt: skip
+    if all(getattr(config, k) == v for k, v in options.items()):
         return config
-    return replace(config, layout=layout, prepack=bool(prepack), fast_math=bool(fast_math))
+    return replace(config, **options)
 
 
 def _custom(spec: dict[str, Any], text: str) -> TargetConfig:

@@ -80,7 +80,8 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
     (ReLU6) is spelled ``maximum`` then ``minimum``: ``ConvertLayout`` has no rule for it and
     would wrap it in a transpose pair, a kernel of its own instead of the convolution's
     epilogue. With fast math, transcendentals are rewritten after the layout conversion
-    (:func:`transtune.fastmath.fast_math`; the TIR it emits is opaque to it). With prepacked
+    (:func:`transtune.fastmath.fast_math`; the TIR it emits is opaque to it), and so are
+    Winograd's convolutions (:func:`transtune.winograd.winograd`). With prepacked
     weights, every
     kernel's weights are marked free to change layout (MetaSchedule's ``RewriteLayout`` then
     tiles them for the schedule; :func:`transtune.compile.compile_model` folds the repacking
@@ -105,6 +106,10 @@ def preprocess(mod, config) -> tuple[Any, dict[str, str]]:
         mod = tvm.transform.Sequential(
             [passes.FoldBatchnormToConv2D(), passes.FoldConstant(), *convert]
         )(mod)
+    if getattr(config, "winograd", False):
+        from .winograd import winograd
+
+        mod = winograd(mod)
     if getattr(config, "fast_math", False):
         from .fastmath import fast_math
 

@@ -30,7 +30,8 @@ class Workflow:
     ``target``: a configuration name (alias or hardware id) or a :class:`TargetConfig`;
     ``layout``: the data layout convolutions are lowered in, with a named target (``NCHW``
     default, or ``NHWC``), ``prepack``: whether weights are repacked for each schedule, and
-    ``fast_math``: whether transcendentals are approximated (:mod:`transtune.fastmath`);
+    ``fast_math``: whether transcendentals are approximated (:mod:`transtune.fastmath`),
+    ``winograd``: whether 3x3 convolutions are computed as Winograd's (:mod:`transtune.winograd`);
     ``runner``: a MetaSchedule runner (default: local); ``cost_model``: a checkpoint path or a
     :class:`~transtune.costmodel.metaschedule.LearnedCostModel` (default: MetaSchedule's
     XGBoost model for tuning, no ranking for transfer); ``device``: the hardware descriptor
@@ -48,9 +49,10 @@ class Workflow:
         layout: str | None = None,
         prepack: bool = False,
         fast_math: bool = False,
+        winograd: bool = False,
     ) -> None:
         if not isinstance(target, TargetConfig):
-            target = get_config(target, layout, prepack, fast_math)
+            target = get_config(target, layout, prepack, fast_math, winograd)
         self.config = target
         self.model = model if isinstance(model, ImportedModel) else load(str(model), shapes=shapes)
         self._owns_library = not isinstance(library, Library)

@@ -58,7 +58,7 @@ def _config(args: argparse.Namespace):
     """The target configuration a model command names (``--target``, ``--layout``)."""
     from ..targets import get_config
 
-    return get_config(args.target, args.layout, args.prepack, args.fast_math)
+    return get_config(args.target, args.layout, args.prepack, args.fast_math, args.winograd)
 
 
 def _device(args: argparse.Namespace):
@@ -163,6 +163,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "--fast-math",
         action="store_true",
         help="compute exp, erf, tanh, sigmoid, softmax, GELU by vectorisable approximations",
+    )
+    p.add_argument(
+        "--winograd",
+        action="store_true",
+        help="compute stride-1 3x3 convolutions as Winograd's F(4x4, 3x3) (with --layout NHWC)",
     )
     p.add_argument("--shape", type=_shape, action="append", metavar="NAME=1x3x224x224",
                    help="ONNX files: an input's shape (repeatable)")  # fmt: skip

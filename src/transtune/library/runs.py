@@ -43,10 +43,12 @@ class RunLog:
         rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None
 
-    def set_meta(self, key: str, value: str) -> None:
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Keep ``value`` under ``key`` with the library (None: remove the key)."""
         with self.transaction() as cur:
             cur.execute("DELETE FROM meta WHERE key = ?", (key,))
-            cur.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
+            if value is not None:
+                cur.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
 
     def start_run(self, run_id: str, kind: str, model: str | None, target: str, params: dict):
         with self.transaction() as cur:
