@@ -169,18 +169,31 @@ def rerank(models: list[str], lowering: str) -> None:
         )
 
 
-def end_to_end(model, config, library_path: Path) -> tuple[dict, dict, dict]:
+def end_to_end(model, config, library_path: Path, beside: tuple[str, ...] = ()):
     """The model with ``library_path``'s schedules timed beside PyTorch and ONNX Runtime
-    (interleaved); then where its inference goes (each call in the model, the Relax VM's
-    builtins among them) and where ONNX Runtime's goes (its profiler, by node and operator)."""
+    (interleaved), and beside its builds in the ``beside`` lowerings (their reference
+    libraries; labelled ``tvm-<lowering>``); then where its inference goes (each call in the
+    model, the Relax VM's builtins among them) and where ONNX Runtime's goes (its profiler,
+    by node and operator)."""
+    import contextlib
+
     from transtune.benchmark import compare, onnxruntime_profile
     from transtune.compile import compile_model
     from transtune.library import open_library
     from transtune.library.database import LibraryDatabase
 
-    with open_library(library_path, read_only=True) as lib:
+    with contextlib.ExitStack() as stack:
+        lib = stack.enter_context(open_library(library_path, read_only=True))
         database = LibraryDatabase(lib, config)
-        timings = _timings(compare(model, {"tvm-tuned": (config, database)}, REPEAT))
+        builds = {"tvm-tuned": (config, database)}
+        for lowering in beside:
+            other = reference.config(lowering)
+            path = reference.folder(lowering) / f"{model.name}.db"
+            builds[f"tvm-{lowering}"] = (
+                other,
+                LibraryDatabase(stack.enter_context(open_library(path, True)), other),
+            )
+        timings = _timings(compare(model, builds, REPEAT))
         profile = compile_model(model, config, database).profile(model.inputs, REPEAT)
     ort = onnxruntime_profile(model, config.num_threads, REPEAT)
     return timings, profile, {**ort, "nodes": ort["nodes"][:20]}
@@ -203,7 +216,9 @@ def tuning(library_path: Path, model: str) -> dict:
     return {"trials": trials, "seconds": seconds, "finished": finished}
 
 
-def run(models: list[str], lowering: str, library: str | None) -> None:
+def run(models: list[str], lowering: str, library: str | None, beside: tuple[str, ...] = ()):
+    """Each model's kernels and end-to-end time with ``lowering``'s reference library (or
+    ``library``), beside its builds in the ``beside`` lowerings."""
     DATA.mkdir(parents=True, exist_ok=True)
     config = reference.config(lowering)
     for name in models:
@@ -212,7 +227,7 @@ def run(models: list[str], lowering: str, library: str | None) -> None:
             print(f"{name}: no library at {path}; skipped")
             continue
         rows, device, model = kernel_rows(name, path, config)
-        e2e, profile, ort = end_to_end(model, config, path)
+        e2e, profile, ort = end_to_end(model, config, path, beside)
         write_result(DATA / f"{name}.json",
                      {"model": name, "lowering": lowering, "library": str(path.relative_to(ROOT)),
                       "tuning": tuning(path, name), "kernels": rows, "device": device,
@@ -365,6 +380,7 @@ def report() -> None:
                     f"ceiling.{r['model']}.onnxruntime_ms": ort,
                     f"ceiling.{r['model']}.pytorch_ms": torch_ms,
                     f"ceiling.{r['model']}.tuning_seconds": tuned.get("seconds")}  # fmt: skip
+    lines += _beside_lines(results)
     lines += _lever_lines(lever_runs)
     lines += _rerank_lines([json.loads((DATA / f"rerank-{m}.json").read_text()) for m in MODELS
                             if (DATA / f"rerank-{m}.json").is_file()])  # fmt: skip
@@ -438,6 +454,28 @@ def _profile_lines(r: dict) -> list[str]:
         ops = ", ".join(f"{op} {1e3 * secs:.2f}" for op, secs in list(ort["by_op"].items())[:6])
         lines += ["", f"ONNX Runtime's profile: {1e3 * ort['total']:.2f} ms an inference; "
                   f"by operator, ms: {ops}."]  # fmt: skip
+    return lines
+
+
+def _beside_lines(results: list[dict]) -> list[str]:
+    """Rows measured beside a model's build in another lowering (``run --beside``): both
+    libraries' builds and ONNX Runtime timed interleaved in one process."""
+    rows = [(r, label) for r in results for label in r["end_to_end"]
+            if label.startswith("tvm-") and label != "tvm-tuned"]  # fmt: skip
+    if not rows:
+        return []
+    lines = ["", "Side by side (`ceiling.py run --beside`): the row's build and the model built "
+             "in another lowering from that lowering's reference library, timed interleaved in "
+             "the same run, beside ONNX Runtime.", "",
+             "| model | lowering | ms | beside it | ms | ratio | ONNX Runtime ms | measured |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r, label in rows:
+        e2e = r["end_to_end"]
+        tvm, other = e2e["tvm-tuned"]["median_ms"], e2e[label]["median_ms"]
+        lines.append(f"| {r['model']} | {r['lowering']} | {_ms(e2e['tvm-tuned'])} | "
+                     f"{label.removeprefix('tvm-')} | {_ms(e2e[label])} | {tvm / other:.2f} | "
+                     f"{_ms(e2e.get('onnxruntime'))} | {r['meta']['commit']}, "
+                     f"{r['meta']['date']} |")  # fmt: skip
     return lines
 
 
@@ -557,6 +595,13 @@ def main() -> None:
     parser.add_argument("models", nargs="*")
     parser.add_argument("--lowering", choices=list(reference.LOWERINGS), default=reference.LOWERING)
     parser.add_argument("--library", help="one library for every model (default: the reference)")
+    parser.add_argument(
+        "--beside",
+        action="append",
+        default=[],
+        choices=list(reference.LOWERINGS),
+        help="run: also time the build in this lowering (its reference library)",
+    )
     parser.add_argument("--lever", choices=list(LEVERS), help="lever-tune: the lever to tune under")
     parser.add_argument("--levers", default=",".join(LEVERS),
                         help="levers: which, comma-separated (default: all)")  # fmt: skip
@@ -565,7 +610,7 @@ def main() -> None:
         lever_tune(args.models[0], args.lever)
         return
     if args.step == "run":
-        run(args.models or MODELS, args.lowering, args.library)
+        run(args.models or MODELS, args.lowering, args.library, tuple(args.beside))
     elif args.step == "levers":
         chosen = args.levers.split(",")
         if unknown := sorted(set(chosen) - set(LEVERS)):

@@ -20,7 +20,9 @@ wants as training data beside random samples) is kept xz-compressed under ``sear
 the library is compacted to its best TOP_K records per kernel; the model's curve and every
 kernel's (trials, best) curve stay, so the next session (on any checkout) resumes with the
 counts. A model is finished once a session ends without reaching its time limit; that is
-kept in the library (meta ``reference:finished``). Commit the folder as it grows.
+kept in the library (meta ``reference:finished``). Commit the folder as it grows. A lowering
+that changes some kernels only (``EXTENDS``: Winograd's convolutions) starts each model's
+library as a copy of the converged one it extends, so that only its new kernels are tuned.
 """
 
 from __future__ import annotations
@@ -44,10 +46,15 @@ TOP_K = 3
 SEED = 0
 FINISHED = "reference:finished"
 # How a model is lowered before its kernels are extracted: (data layout, prepacked weights,
-# fast math: transcendentals by vectorisable approximations, ``transtune.fastmath``).
-LOWERINGS = {"nchw": ("NCHW", False, False), "nhwc": ("NHWC", False, False),
-             "nhwc-prepack": ("NHWC", True, False),
-             "nhwc-prepack-fastmath": ("NHWC", True, True)}  # fmt: skip
+# fast math: transcendentals by vectorisable approximations, ``transtune.fastmath``;
+# Winograd: 3x3 convolutions as Winograd's F(4x4, 3x3), ``transtune.winograd``).
+LOWERINGS = {"nchw": ("NCHW", False, False, False), "nhwc": ("NHWC", False, False, False),
+             "nhwc-prepack": ("NHWC", True, False, False),
+             "nhwc-prepack-fastmath": ("NHWC", True, True, False),
+             "nhwc-prepack-winograd": ("NHWC", True, False, True)}  # fmt: skip
+# A lowering that changes some kernels only starts a model's library as a copy of the one it
+# extends (its other kernels are the same programs: their records and curves carry over).
+EXTENDS = {"nhwc-prepack-winograd": "nhwc-prepack"}
 LOWERING = "nhwc-prepack"
 # The configuration tuned for: ``host`` (every core), or ``host-1core`` (the constrained CPU
 # of the transfer issue); its hardware id names the folder. Set by ``--config``.
@@ -99,6 +106,13 @@ def one(model_name: str, seconds: float, lowering: str = LOWERING) -> None:
 
     path = folder(lowering) / f"{model_name}.db"
     path.parent.mkdir(parents=True, exist_ok=True)
+    base = folder(EXTENDS.get(lowering, lowering)) / f"{model_name}.db"
+    if not path.exists() and base != path and base.is_file():
+        with open_library(base, read_only=True) as lib:
+            lib.snapshot(path)
+        with open_library(path) as lib:
+            lib.set_meta(FINISHED, None)
+        print(f"  started from {base.relative_to(ROOT)}", flush=True)
     converge = model_name in REFERENCE
     with open_library(path) as lib:
         try:
