@@ -110,8 +110,9 @@ def one(model_name: str, seconds: float, lowering: str = LOWERING) -> None:
     if not path.exists() and base != path and base.is_file():
         with open_library(base, read_only=True) as lib:
             lib.snapshot(path)
-        with open_library(path) as lib:
+        with open_library(path) as lib:  # the kernels this lowering's tuning registers
             lib.set_meta(FINISHED, None)
+            lib.forget_model(model_name)
         print(f"  started from {base.relative_to(ROOT)}", flush=True)
     converge = model_name in REFERENCE
     with open_library(path) as lib:

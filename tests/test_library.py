@@ -57,6 +57,19 @@ def test_records_are_keyed_by_target(library_url):
         assert info["records"] == 4 and info["failed_records"] == 1 and info["models"] == ["m"]
 
 
+def test_forgetting_a_model_drops_its_kernel_list_only(library_url):
+    host = get_config("host").tvm_target()
+    with open_library(library_url) as lib:
+        old = lib.add_workload(matmul(16), "matmul", model="m", weight=3)
+        lib.add_workload(matmul(8), "matmul", model="other")
+        lib.add_record(old, host, [[], []], [1e-3])
+        lib.forget_model("m")
+        assert lib.model_weights("m") == {} and lib.model_weights("other")
+        assert lib.count_records(old, host) == 1  # its workload and records stay
+        new = lib.add_workload(matmul(4), "matmul", model="m", weight=2)  # a new lowering's
+        assert lib.model_weights("m") == {new: 2}
+
+
 def test_py_database_view_only_sees_its_target(library_url):
     host, avx2 = get_config("host").tvm_target(), get_config("host-avx2").tvm_target()
     with open_library(library_url) as lib:

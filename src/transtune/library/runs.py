@@ -113,6 +113,12 @@ class RunLog:
         )
         return rows[0][0] if rows else None
 
+    def forget_model(self, model: str) -> None:
+        """Drop ``model``'s list of kernels (its workloads, records and runs stay): what the
+        next tuning of it registers becomes its list, e.g. after a lowering changed them."""
+        with self.transaction() as cur:
+            cur.execute("DELETE FROM workload_models WHERE model = ?", (model,))
+
     def model_weights(self, model: str) -> dict[int, int]:
         """Workload id -> weight (occurrences) of every kernel of ``model``."""
         sql = "SELECT workload_id, weight FROM workload_models WHERE model = ?"
