@@ -228,10 +228,18 @@ def run(models: list[str], lowering: str, library: str | None, beside: tuple[str
             continue
         rows, device, model = kernel_rows(name, path, config)
         e2e, profile, ort = end_to_end(model, config, path, beside)
-        write_result(DATA / f"{name}.json",
+        # Earlier runs of the same library stay as repeats (their end-to-end times only).
+        out = DATA / f"{name}.json"
+        last = json.loads(out.read_text()) if out.is_file() else {}
+        repeats = []
+        if last.get("library") == str(path.relative_to(ROOT)):
+            repeats = [*last.get("repeats", []),
+                       {"end_to_end": last["end_to_end"], "meta": last["meta"]}]  # fmt: skip
+        write_result(out,
                      {"model": name, "lowering": lowering, "library": str(path.relative_to(ROOT)),
                       "tuning": tuning(path, name), "kernels": rows, "device": device,
-                      "end_to_end": e2e, "tvm_profile": profile, "ort_profile": ort},
+                      "end_to_end": e2e, "tvm_profile": profile, "ort_profile": ort,
+                      "repeats": repeats},
                      config.num_threads)  # fmt: skip
         print(name, json.dumps(e2e))
 
@@ -343,13 +351,20 @@ def report() -> None:
         "Sum of kernels = weight x each kernel rebuilt and timed alone; TVM tuned = the whole "
         f"model on the Relax VM (median of {REPEAT}, min-max in brackets), beside PyTorch and "
         "ONNX Runtime in the same process (interleaved, `benchmark.compare`, in runs since "
-        "2026-12-01), numerics checked (max relative error below 1e-3). "
+        "2026-12-01), numerics checked (max relative error below 1e-3); TVM / ORT: the "
+        "ratio of medians in this run, then in earlier runs of the same library (newest "
+        "first, since 2026-12-04). "
         "The bandwidth is DRAM's (a triad over 3 x 64 MiB): kernels whose data stays in cache "
         "run above that roof. GFLOP: 2 x the multiply-adds of a kernel's convolution or "
         "matmul (in runs since 2026-12-04 16:00; before, TVM's count of every float "
         "operation, its epilogue's too, within a few percent for these models' kernels then, "
         "but 1.5-2x with fast math's sigmoid, which had not yet been fused into them), "
-        "TVM's count of every float operation for a kernel without a reduction.",
+        "TVM's count of every float operation for a kernel without a reduction; for a "
+        "Winograd kernel, the multiply-adds its TIR spells out (transforms and matrix "
+        "multiplications: 0.105 GFLOP for ResNet's 56x56x64 convolution, whose direct form "
+        "does 0.231), more than it executes once the transforms' products by 0 and 1 fold "
+        "away, so its % of peak can pass 100 and the best conv/matmul column counts direct "
+        "kernels only.",
         "",
         "| model | lowering | schedules from | tuning trials (s) | sum of kernels ms "
         "| TVM tuned ms | ONNX Runtime ms | PyTorch ms | TVM / ORT | best conv/matmul % of peak "
@@ -361,7 +376,9 @@ def report() -> None:
     for r in results:
         e2e, tuned = r["end_to_end"], r.get("tuning", {})
         total = sum(k["weight"] * (k["seconds"] or 0) for k in r["kernels"]) * 1e3
-        heavy = [k for k in r["kernels"] if k["class"].startswith(("conv2d", "matmul"))]
+        # Direct convolutions and matmuls (a Winograd kernel's count overstates its work).
+        heavy = [k for k in r["kernels"] if k["class"].startswith(("conv2d+", "matmul"))
+                 or k["class"] == "conv2d"]  # fmt: skip
         top = max((k["peak_fraction"] for k in heavy if k["seconds"]), default=0.0)
         best_fraction = max(best_fraction, top)
         tvm, ort, torch_ms = (e2e.get(x, {}).get("median_ms")
@@ -373,7 +390,7 @@ def report() -> None:
             f"| {r['model']} | {r.get('lowering', 'nchw')} | "
             f"`{r.get('library', 'data/library/zoo-host.db')}` | {trials} | {total:.2f} | "
             f"{_ms(e2e.get('tvm-tuned'))} | {_ms(e2e.get('onnxruntime'))} | "
-            f"{_ms(e2e.get('pytorch'))} | {tvm / ort:.2f} | {100 * top:.0f}% | "
+            f"{_ms(e2e.get('pytorch'))} | {_ratios(r)} | {100 * top:.0f}% | "
             f"{r['meta']['commit']}, {r['meta']['date']} |"
         )
         figures |= {f"ceiling.{r['model']}.tuned_ms": tvm,
@@ -416,6 +433,14 @@ def report() -> None:
     fig.savefig(OUT / "ceiling_roofline.png", dpi=110)
     _lever_plot(lever_runs, plt)
     merge_summary("ceiling", {**figures, "ceiling.best_conv_peak_fraction": best_fraction})
+
+
+def _ratios(r: dict) -> str:
+    """TVM / ONNX Runtime of a model's run, then of its earlier runs of the same library."""
+    runs = [r["end_to_end"], *(x["end_to_end"] for x in reversed(r.get("repeats", [])))]
+    ratios = [_vs_ort(e2e, "tvm-tuned") for e2e in runs]
+    return f"{ratios[0]:.2f}" + (f" (earlier: {', '.join(f'{x:.2f}' for x in ratios[1:])})"
+                                 if len(ratios) > 1 else "")  # fmt: skip
 
 
 def _percent(part: float, whole: float) -> str:
@@ -498,7 +523,16 @@ def _lever_lines(runs: list[dict]) -> list[str]:
         "`transpose+activation+transpose` kernel at 2% of peak: 37% of MobileNetV2's summed "
         "kernel time (1.84 of 4.92 ms) and 54% of EfficientNet-B0's (6.03 of 11.20 ms) in "
         "their last measurement before the fix (commit 632b2b4, Zen 4: 6.32 and 12.73 ms "
-        "against ONNX Runtime's 4.69 and 8.30). **Evaluator**: how the "
+        "against ONNX Runtime's 4.69 and 8.30). **Winograd** (`--winograd`, "
+        "`nhwc-prepack-winograd`, since 2026-12-04; `transtune.winograd`): stride-1 3x3 "
+        "convolutions on images of at least 32 output tiles of 4x4 (ResNets' first two "
+        "stages) computed as Winograd's F(4x4, 3x3), 4x fewer multiply-adds in their matrix "
+        "multiplications, weights transformed once when the model is lowered; the smaller "
+        "images stay direct: their transformed weights (4x the direct ones) are reused by too "
+        "few tiles (7x7x512: 1.53 ms against 1.03 direct, after 32 candidates). Its library "
+        "starts as a copy of the converged `nhwc-prepack` one, whose other kernels are the "
+        "same programs, and tunes the new kernels only (the side-by-side table). "
+        "**Evaluator**: how the "
         "tuning timed each candidate: warm (MetaSchedule's default: back-to-back runs for "
         "100 ms, caches hot) or flush (`nhwc-prepack-flush`: 20 runs each after every argument "
         "but the input is flushed from the caches, as weights stream from memory inside a "
