@@ -69,15 +69,8 @@ def conv2d_winograd_nhwc(data, kernel_pack, m: int = TILE):
                                        p % n_w * m + nu, c],
         name="input_tile", attrs={"schedule_rule": "None"},
     )  # fmt: skip
-    r_a, r_b = te.reduce_axis((0, alpha), "r_a"), te.reduce_axis((0, alpha), "r_b")
-    data_pack = te.compute(
-        (alpha, alpha, tiles, ci),
-        lambda eps, nu, p, c: te.sum(
-            input_tile[r_a, r_b, p, c] * b_mat[r_a, eps] * b_mat[r_b, nu], axis=[r_a, r_b]
-        ),
-        name="data_pack",
-        attrs={"schedule_rule": "conv2d_nhwc_winograd_data_pack"},
-    )
+    data_pack = _two_sided(input_tile, b_mat, alpha, "data_pack",
+                           "conv2d_nhwc_winograd_data_pack")  # fmt: skip
     rc = te.reduce_axis((0, ci), "rc")
     bgemm = te.compute(
         (alpha, alpha, tiles, co),
@@ -85,19 +78,26 @@ def conv2d_winograd_nhwc(data, kernel_pack, m: int = TILE):
                                      axis=[rc]),
         name="bgemm",
     )  # fmt: skip
-    r_a, r_b = te.reduce_axis((0, alpha), "r_a"), te.reduce_axis((0, alpha), "r_b")
-    inverse = te.compute(
-        (m, m, tiles, co),
-        lambda vh, vw, p, k: te.sum(
-            bgemm[r_a, r_b, p, k] * a_mat[r_a, vh] * a_mat[r_b, vw], axis=[r_a, r_b]
-        ),
-        name="inverse",
-        attrs={"schedule_rule": "conv2d_nhwc_winograd_inverse"},
-    )
+    inverse = _two_sided(bgemm, a_mat, m, "inverse", "conv2d_nhwc_winograd_inverse")
     return te.compute(
         (n, h, w, co),
         lambda b, y, x, k: inverse[y % m, x % m, b * n_h * n_w + y // m * n_w + x // m, k],
         name="conv2d_winograd",
+    )
+
+
+def _two_sided(x, mat, size: int, name: str, rule: str):
+    """TE: ``mat^T X mat`` for every (p, c) slice ``X = x[:, :, p, c]`` (a tile's transform),
+    scheduled by MetaSchedule's CPU rule ``rule``."""
+    from tvm import te
+
+    alpha = int(x.shape[0])
+    r_a, r_b = te.reduce_axis((0, alpha), "r_a"), te.reduce_axis((0, alpha), "r_b")
+    return te.compute(
+        (size, size, *x.shape[2:]),
+        lambda i, j, p, c: te.sum(x[r_a, r_b, p, c] * mat[r_a, i] * mat[r_b, j], axis=[r_a, r_b]),
+        name=name,
+        attrs={"schedule_rule": rule},
     )
 
 
