@@ -1,5 +1,6 @@
 """Runners: the thread count of a target configuration reaches the measuring worker; the
-synchronous runner has measured everything when it returns."""
+synchronous runner has measured everything when it returns; a check after timing sees the
+fastest modules first and stops at the first that passes."""
 
 import os
 import sys
@@ -8,7 +9,13 @@ import cloudpickle
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
-from transtune.measure import EVALUATOR, SyncRunner, local_runner, warm_builder
+from transtune.measure import (
+    EVALUATOR,
+    SyncRunner,
+    local_runner,
+    measure_modules,
+    warm_builder,
+)
 from transtune.targets import get_config
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the worker cannot import tests
@@ -39,6 +46,23 @@ def test_sync_runner_returns_once_the_batch_is_measured():
         assert all(f.done() for f in futures)  # nothing left running when run() returns
         results = [f.result() for f in futures]
     assert all(r.error_msg is None and len(r.run_secs) == EVALUATOR.repeat for r in results)
+
+
+def test_check_after_timing_goes_fastest_first_and_stops_at_a_pass():
+    mods = [ms.tune_context._normalize_mod(te.create_prim_func(_matmul(n))) for n in (96, 8, 48)]
+    target, runner = get_config("host").tvm_target(), local_runner(EVALUATOR)
+    seen = []
+
+    def verdict(answer):
+        return lambda mod, path: seen.append(mods.index(mod)) or answer
+
+    with warm_builder() as builder:
+        passed = measure_modules(mods, target, builder, runner, verdict(None), check_all=False)
+        assert seen == [1] and all(m.status == "ok" for m in passed)  # 8x8: the fastest
+        seen.clear()
+        failed = measure_modules(mods, target, builder, runner, verdict("wrong"), check_all=False)
+    assert seen == [1, 2, 0]  # every module, fastest first, as none passes
+    assert all(m.status == "rejected" and m.seconds is None for m in failed)
 
 
 def _matmul(n: int):

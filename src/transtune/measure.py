@@ -215,18 +215,25 @@ class Measurement:
     status: str = "ok"
 
 
-def measure_modules(mods: list, target, builder, runner, check=None) -> list[Measurement]:
+def measure_modules(
+    mods: list, target, builder, runner, check=None, check_all: bool = True
+) -> list[Measurement]:
     """Build ``mods`` (one batch, in parallel), then time each on its own, one at a time.
 
-    ``check(mod, artifact_path)`` may veto a built module (returning why) before it is timed.
+    ``check(mod, artifact_path)`` may veto a built module (returning why): every module before
+    it is timed, or, with ``check_all=False``, after timing, the fastest first until one
+    passes (enough to pick a winner; slower modules keep their times unchecked).
     """
-    return [row[0] for row in measure_on(mods, target, builder, [runner], check)]
+    return [row[0] for row in measure_on(mods, target, builder, [runner], check, check_all)]
 
 
-def measure_on(mods: list, target, builder, runners: list, check=None) -> list[list[Measurement]]:
+def measure_on(
+    mods: list, target, builder, runners: list, check=None, check_all: bool = True
+) -> list[list[Measurement]]:
     """Like :func:`measure_modules`, but every built module is timed by each runner in turn
     (e.g. one per thread count): one list of measurements per module, one per runner. Each
-    runner gets the whole batch at once, so an RPC runner spreads it over its devices."""
+    runner gets the whole batch at once, so an RPC runner spreads it over its devices;
+    ``check_all=False`` checks in the order of the first runner's times."""
     built = build_modules(mods, target, builder)
     out: list[list[Measurement]] = [[] for _ in mods]
     try:
@@ -235,7 +242,7 @@ def measure_on(mods: list, target, builder, runners: list, check=None) -> list[l
             if b.error_msg is not None:
                 why = f"build failed: {error_line(b.error_msg)}"
                 out[i] = [Measurement(None, why, None, "build_error")] * len(runners)
-            elif vetoed := (check(mod, b.artifact_path) if check is not None else None):
+            elif check_all and (vetoed := check(mod, b.artifact_path) if check else None):
                 out[i] = [Measurement(None, vetoed, None, "rejected")] * len(runners)
             else:  # the arguments as built: a repacked weight in its packed layout
                 args = ms.arg_info.ArgInfo.from_entry_func(mod, remove_preproc=True)
@@ -244,6 +251,12 @@ def measure_on(mods: list, target, builder, runners: list, check=None) -> list[l
             futures = runner.run([inp for _, inp in ready]) if ready else []
             for (i, _), future in zip(ready, futures, strict=True):
                 out[i].append(_measurement(future.result()))
+        if check is not None and not check_all:
+            timed = sorted((out[i][0].seconds, i) for i, _ in ready if out[i][0].seconds)
+            for _, i in timed:
+                if (vetoed := check(mods[i], built[i].artifact_path)) is None:
+                    break
+                out[i] = [Measurement(None, vetoed, None, "rejected")] * len(runners)
     finally:
         remove_built(built)
     return out

@@ -3,16 +3,18 @@
 For each kernel of a new model: the pool is the best record of every library kernel of the
 same class (see :mod:`transtune.tasks` for classes) on the same target, or, if that target
 has none, on other targets of the same kind (marked fallback). A donor policy
-(:mod:`.policies`) picks a few per kernel; each is replayed on the kernel (:mod:`.replay`),
-built in parallel, checked against the untuned kernel on random inputs, and timed on its
-own. The fastest correct one wins if it beats the untuned kernel, and is committed to the
-library as ``transferred`` with its donor. A kernel that no donor schedule improves (a class
-the library lacks, say) falls through the rest of the cascade, each stage measured the same way:
+(:mod:`.policies`) picks a few per kernel; each is replayed on the kernel
+(:mod:`transtune.schedules`), built in parallel and timed on its own; the fastest is checked
+against the untuned kernel on random inputs (the next fastest if it is wrong, and so on: a
+check compiles the kernel again, so only a would-be winner pays for one). The fastest correct
+one wins if it beats the untuned kernel, and is committed to the library as ``transferred``
+with its donor. A kernel that no donor schedule improves (a class the library lacks, say)
+falls through the rest of the cascade, each stage measured the same way:
 
-- ``anchor``: donors of *other* classes whose anchor block (see :mod:`.replay`) has the same
-  name, e.g. a ``conv2d+add+relu`` schedule on a ``conv2d+add+add+relu`` kernel, or a
-  ``matmul+add`` one on an exporter's ``matmul+add+add``; committed as ``transferred``, the
-  donor marked ``~anchor``;
+- ``anchor``: donors of *other* classes whose anchor block (see :mod:`transtune.schedules`)
+  has the same name, e.g. a ``conv2d+add+relu`` schedule on a ``conv2d+add+add+relu``
+  kernel, or a ``matmul+add`` one on an exporter's ``matmul+add+add``; committed as
+  ``transferred``, the donor marked ``~anchor``;
 - ``sampled``: ``sample`` programs drawn from the kernel's own design space, of which the cost
   model's best few (without a cost model: the first few; ``SAMPLES_MEASURED``, or
   ``measure_top`` if more) are timed; committed as ``sampled``.
@@ -320,7 +322,7 @@ def _transfer_kernel(
         schedules = [s for i, s in enumerate(schedules) if i in keep]
         donors = [c for i, c in enumerate(donors) if i in keep]
     check = NumericsCheck(kernel.mod, target, RTOL)
-    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
+    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check, False)
     best = None
     for sch, candidate, m in zip(schedules, donors, measured, strict=True):
         outcome.measured[candidate.workload_id] = m.seconds
@@ -374,7 +376,7 @@ def _measure_samples(kernel, count, config, builder, runner, cost_model, measure
         schedules = [schedules[i] for i in np.argsort(-scores, kind="stable")]
     schedules = schedules[: max(measure_top or 0, SAMPLES_MEASURED)]
     check = NumericsCheck(kernel.mod, target, RTOL)
-    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check)
+    measured = measure_modules([s.mod for s in schedules], target, builder, runner, check, False)
     errors = [m.error for m in measured if m.seconds is None]
     return list(zip(schedules, measured, strict=True)), errors, len(samples)
 
