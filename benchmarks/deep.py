@@ -61,9 +61,10 @@ def _spread(n: int) -> list[int]:
 
 
 def collect(minutes: float) -> None:
-    """Measure DEEP_SAMPLES random schedules of every deep kernel on ``host``, and the
-    DEEP_TRAJECTORY programs a search visits, until ``minutes`` have passed (Ctrl-C stops
-    after the kernel in hand); what the dataset holds is skipped."""
+    """Measure DEEP_SAMPLES random schedules of every deep kernel on ``host``, then (a second
+    pass: a search costs about what the random samples do) the DEEP_TRAJECTORY programs a
+    search visits, until ``minutes`` have passed (Ctrl-C stops after the kernel in hand);
+    what the dataset holds is skipped."""
     import signal
 
     from transtune.dataset import collect as collect_dataset
@@ -79,10 +80,13 @@ def collect(minutes: float) -> None:
               f"{dk.kernel.kernel_class} {stats.records} records "
               f"{stats.records_per_minute:.0f}/min", flush=True)  # fmt: skip
 
-    stats = collect_dataset(
-        str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=DEEP_TRAJECTORY
-    )
-    print(stats, flush=True)
+    for trajectory in (0, DEEP_TRAJECTORY):
+        stats = collect_dataset(
+            str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=trajectory
+        )
+        print(stats, flush=True)
+        if stats.interrupted:
+            break
 
 
 if __name__ == "__main__":

@@ -251,6 +251,8 @@ def test_search_trajectories_are_measured_beside_samples_and_kept_apart(kernels,
     stats = collect(str(out), [dk], CONFIGS, per_kernel=2, seed=0, trajectory=8)
     assert not stats.interrupted and stats.not_rebuilt == 0
     rows, report = load_records(out)
+    first = [r for r in rows.to_pylist() if r["target"] == IDS[0] and r["source"] == "trajectory"]
+    assert 0 < stats.reused <= sum(r["status"] == "ok" for r in first)  # the search's timings
     assert report.summary() == "nothing skipped"
     searched = {}
     for r in rows.to_pylist():

@@ -21,7 +21,9 @@ first configuration): the distribution a cost model ranks inside a search, besid
 samples. They are measured like the samples, on every configuration, and kept apart by the
 records' ``source`` column (``trajectory``; sample indices from :data:`TRAJECTORY_BASE` on).
 The search simplifies its design spaces' traces, so their instruction lists are stored as
-further spaces of the kernel.
+further spaces of the kernel. The search times its programs on the first configuration with
+the dataset's runner and evaluator, so those timings are its records there (only failures
+are measured again, to record why); the other configurations measure them as usual.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class CollectStats:
     kernels_skipped: int = 0  # complete already
     kernels_without_space: int = 0  # no schedulable block (or no program to take): nothing to do
     not_rebuilt: int = 0  # programs taken from another partition that no longer apply
+    reused: int = 0  # trajectory programs recorded with the search's own timing
     records: int = 0
     failures: int = 0
     seconds: float = 0.0
@@ -185,8 +188,9 @@ def collect(
                     seed_k = kernel_seed(k.workload_hash, seed)
                     samples = sample(k.mod, spaces, postprocs, per_kernel, seed_k)
                     if trajectory:
+                        timed: dict[int, list[float]] = {}
                         found = trajectory_of(store, k, cfgs[0], trajectory, seed_k, builder,
-                                              search_runner, visited, texts)  # fmt: skip
+                                              search_runner, visited, texts, timed)  # fmt: skip
                         if found is None:  # interrupted inside the search
                             stats.interrupted = True
                             break
@@ -196,6 +200,10 @@ def collect(
                         more, failed = rebuilt(k, (visited, texts), postprocs, 0, trajectory)
                         samples += more
                         stats.not_rebuilt += failed
+                        here = done.setdefault((k.workload_hash, part[cfgs[0].name]), set())
+                        reuse = [s for s in more if s.index in timed and s.index not in here]
+                        _write_timed(store, k, reuse, timed, part[cfgs[0].name], stats)
+                        here.update(s.index for s in reuse)
                 else:
                     samples, failed = rebuilt(k, stored, postprocs, per_kernel, trajectory)
                     stats.not_rebuilt += failed
@@ -243,6 +251,22 @@ def _measure_group(store, kernel, todo, group, builder, runners, stats, have, pa
             stats.records += 1
             stats.failures += m.status != "ok"
         store.write("records", rows, part[config.name])
+
+
+def _write_timed(store, kernel, samples, timed: dict, part: str, stats: CollectStats) -> None:
+    """Records of ``samples`` with the run times a search measured them at (``timed``)."""
+    now, rows = time.time(), []
+    for s in samples:
+        run_secs = timed[s.index]
+        rows.append({
+            "workload": kernel.workload_hash, "sample": s.index, "space": s.space,
+            "decisions": s.decisions, "run_secs": run_secs,
+            "mean_secs": sum(run_secs) / len(run_secs), "status": "ok", "error": None,
+            "collected": now, "source": "trajectory",
+        })  # fmt: skip
+    store.write("records", rows, part)
+    stats.records += len(rows)
+    stats.reused += len(rows)
 
 
 def _write_workload(store: DatasetStore, dk: DatasetKernel, spaces: list[str]) -> None:

@@ -53,12 +53,13 @@ def space_texts(store: DatasetStore) -> dict[tuple[str, int], str]:
 
 def trajectory_of(
     store: DatasetStore, kernel, config, count: int, seed: int, builder, runner,
-    visited: dict, texts: dict,
+    visited: dict, texts: dict, timed: dict | None = None,
 ) -> list[tuple] | None:  # fmt: skip
     """Search ``kernel`` (``count`` trials on ``config``, MetaSchedule's evolutionary search
     and its online XGBoost model, seeded by ``seed``) unless ``visited`` has its programs
     already; adds them there (sample, space, decisions) and any new instruction list to the
-    kernel's spaces (in ``texts`` and the store). None when interrupted."""
+    kernel's spaces (in ``texts`` and the store), and to ``timed`` {sample: run_secs} the
+    search's own successful measurements (by ``runner``). None when interrupted."""
     from ..library import open_library
     from ..tuning import tune_kernels
 
@@ -79,11 +80,13 @@ def trajectory_of(
                 return []
             if result.stopped == "interrupted":
                 return None
-            traces = [r.trace for r in sorted(lib.records(), key=lambda r: r.id)]
+            records = sorted(lib.records(), key=lambda r: r.id)
     ids = {t: i for (ww, i), t in texts.items() if ww == w}
     new, found = [], []
-    for j, trace in enumerate(traces):
-        insts, decisions = strip_postproc(trace)
+    for j, record in enumerate(records):
+        if timed is not None and record.ok:
+            timed[TRAJECTORY_BASE + j] = list(record.run_secs)
+        insts, decisions = strip_postproc(record.trace)
         text = json.dumps(insts, separators=(",", ":"))
         if text not in ids:
             ids[text] = max(ids.values(), default=-1) + 1
