@@ -62,7 +62,7 @@ SUFFIX = {"host-1core": "-1core"}  # result files of a configuration other than 
 NAMED_DONORS = {
     "resnet18": "resnet50", "resnet50": "resnet18", "resnext50_32x4d": "resnet50",
     "mobilenet_v2": "efficientnet_b4", "efficientnet_b0": "efficientnet_b4",
-    "bert_base": "mobilebert",
+    "bert_base": "mobilebert", "bert_tiny": "bert_base",
 }  # fmt: skip
 
 
