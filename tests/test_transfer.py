@@ -232,7 +232,7 @@ def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):
     with open_library(tmp_path / "lib.db") as lib:
         result = transfer_tune(model, lib, "host", sample=16)
         (k,) = [k for k in result.kernels if k.kernel.kernel_class.startswith("conv2d")]
-        assert k.tried == 0 and k.sampled > 0 and k.stage == "sampled"
+        assert k.tried == 0 and k.sampled > 0 and k.stage == "sampled" and k.sampled_timed > 0
         assert k.best_secs < k.untuned_secs and k.donor is None
         (provenance,) = lib._query("SELECT DISTINCT provenance FROM records")
         assert provenance == ("sampled",)

@@ -78,6 +78,7 @@ class KernelTransfer:
     errors: list[str] = field(default_factory=list)
     stage: str = "untuned"  # what won: "transfer", "anchor", "sampled" or "untuned" (nothing)
     sampled: int = 0  # programs drawn from the kernel's own design space
+    sampled_timed: int = 0  # of those, measured programs that built, ran and were timed
     seconds: float = 0.0  # replay, build, check and measurement time of this kernel
     measured: dict[int, float | None] = field(default_factory=dict)  # donor workload -> s
     chosen: dict[str, list[int]] = field(default_factory=dict)  # policy -> donor workloads
@@ -350,6 +351,7 @@ def _sample_kernel(
     outcome.sampled = drawn
     outcome.errors += errors
     outcome.failed += sum(m.seconds is None for _, m in measured)
+    outcome.sampled_timed = sum(m.seconds is not None for _, m in measured)
     best = None
     for sch, m in measured:
         if m.seconds is not None and m.seconds < outcome.best_secs:
