@@ -124,3 +124,9 @@ def meta_lines(labelled: dict[str, dict | None], what: str = "") -> list[str]:
     return [f"{what}, by result:" if what else "By result:", *(
         f"- {', '.join(labels)}: {meta_line(meta)}" for meta, labels in groups.values()
     )]  # fmt: skip
+
+
+def time_to_reach(curve: list, latency: float) -> float | None:
+    """Seconds a tuning curve of (trials, seconds, estimated latency) points needs to reach
+    ``latency`` (None: never)."""
+    return next((seconds for _, seconds, est in curve if est <= latency), None)

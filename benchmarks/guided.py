@@ -46,7 +46,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import CHECKPOINT, merge_summary, meta_lines, write_result
+from common import CHECKPOINT, merge_summary, meta_lines, time_to_reach, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
@@ -179,10 +179,6 @@ def run(models, arms, seeds, budget: float, stock_budget: float) -> None:
                      "--seeds", str(seed), "--checkpoint", str(checkpoint), "--out", str(out)],
                     check=True,
                 )  # fmt: skip
-
-
-def time_to_reach(curve: list, latency: float) -> float | None:
-    return next((s for _, s, lat in curve if lat <= latency), None)
 
 
 def runs(hardware: str) -> dict[str, dict[str, dict[int, dict]]]:

@@ -27,8 +27,9 @@ reference libraries (their records replayed and rebuilt for this target), and fr
 own when it has them (once measuring every replayed candidate, once with the shipped cost
 model choosing the 2 to measure and ranking the sampled stage: ``make demo``'s default on a
 CPU the model was trained on, passed explicitly here), timed end to end, interleaved, beside
-this CPU's own tuning of the model (its reference library, finished or as far as it got),
-ONNX Runtime and PyTorch.
+this CPU's own tuning of the model (its reference library, finished or as far as it got; its
+curve says how long it took to reach each transfer's estimated latency), ONNX Runtime and
+PyTorch.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import dataset
 import deep
 import numpy as np
 import reference
-from common import CHECKPOINT, ROOT, merge_summary, meta_line, write_result
+from common import CHECKPOINT, ROOT, merge_summary, meta_line, time_to_reach, write_result
 from resume import Steps, snapshot
 
 OUT = ROOT / "docs" / "results"
@@ -213,11 +214,12 @@ def schedules(models: list[str]) -> None:
             mine = reference.folder() / f"{name}.db"
             own = libraries["own"] = open_library(mine, read_only=True) if mine.is_file() else None
             if own and (run := own.tune_run(name)) is not None:  # this CPU's own tuning, so far
-                trials, seconds, latency = own.curve(run)[-1]
+                curve = own.curve(run)
+                trials, seconds, latency = curve[-1]
                 label = "full tuning" if own.get_meta(reference.FINISHED) else "own, unfinished"
                 builds[label] = (config, LibraryDatabase(own, config, read=("tuned",)))
                 rows[label] = {"trials": trials, "estimated_ms": 1e3 * latency,
-                               "search_seconds": seconds}  # fmt: skip
+                               "search_seconds": seconds, "curve": curve}  # fmt: skip
             e2e = compare(model, builds, repeat=10)
             for lib in filter(None, libraries.values()):
                 lib.close()
@@ -226,6 +228,24 @@ def schedules(models: list[str]) -> None:
             "cost_model": CHECKPOINT.relative_to(ROOT).as_posix(),  # the ", cost model" rows
             "transfers": rows, "end_to_end": e2e.to_json(),
         }, config.num_threads)  # fmt: skip
+
+
+def _own_to_match(transfers: dict, own: dict) -> list[str]:
+    """Lines saying how long this CPU's own tuning took to reach each transfer's estimate."""
+    lines = []
+    for label, x in transfers.items():
+        if "stages" not in x:
+            continue
+        reached = time_to_reach(own["curve"], x["estimated_ms"] / 1e3)
+        ratio = (reached if reached is not None else own["search_seconds"]) / x["search_seconds"]
+        lines.append(
+            f"- *{label}* (est. {x['estimated_ms']:.2f} ms in {x['search_seconds']:.0f} s): "
+            + (f"this CPU's own tuning reached it after {reached:.0f} s, {ratio:.1f}x the "
+               "transfer's search time." if reached is not None else
+               f"this CPU's own tuning had not reached it after {own['search_seconds']:.0f} s "
+               f"({own['trials']:,} trials), > {ratio:.1f}x the transfer's search time.")
+        )  # fmt: skip
+    return lines
 
 
 def _stages(result) -> dict[str, int]:
@@ -334,6 +354,7 @@ def report() -> None:
                      if r.get("cost_model") else "measured (a run before the cost-model rows)."),
                   "", "| build | donors | stages | est. ms | search s | end to end ms "
                   "(min..max) |", "|---|---|---|---|---|---|"]  # fmt: skip
+        own = next((x for x in r["transfers"].values() if "curve" in x), None)
         for label, t in timings.items():
             x = r["transfers"].get(label, {})
             stages = ", ".join(f"{s} {n}" for s, n in x.get("stages", {}).items())
@@ -342,6 +363,8 @@ def report() -> None:
             lines.append(f"| {label} | {', '.join(x.get('donors', []))} | {stages} "
                          f"| {x.get('estimated_ms', float('nan')):.2f} "
                          f"| {x.get('search_seconds', float('nan')):.0f} | {spread} |")  # fmt: skip
+        if own:
+            lines += ["", *_own_to_match(r["transfers"], own)]
     (OUT / "hardware.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT / 'hardware.md'}")
 

@@ -42,7 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 import reference
-from common import write_result
+from common import time_to_reach, write_result
 
 from transtune.transfer.policies import DEFAULT_POLICY, POLICIES
 
@@ -106,11 +106,6 @@ def ship_library() -> None:
         lib.compact(TOP_K)
         count = lib.count_records()
     print(f"{path}: {count} records; {path.stat().st_size / 2**20:.1f} MiB")
-
-
-def time_to_reach(curve: list, latency: float) -> float | None:
-    """Tuning seconds a recorded curve needs to reach ``latency`` (None: never)."""
-    return next((seconds for _, seconds, est in curve if est <= latency), None)
 
 
 def donors_for(model_name: str, protocol: str) -> list[str]:
