@@ -223,6 +223,11 @@ def test_imported_records_serve_as_anchor_donors(tmp_path, target):
         assert candidate.models == ("imported",) and candidate.donor.endswith("~anchor")
         other = Kernel("c", "conv2d", 1, 1.0, "h", conv())  # another anchor block: none
         assert AnchorDonors(lib, target_key(config), "new").candidates(other, 8) == []
+        # A CPU with no records of its own gets other CPUs' anchor donors, marked fallback
+        # (as the same-class pool does), not none.
+        avx2 = target_key(get_config("host-avx2"))
+        (fallback,) = AnchorDonors(lib, avx2, "new").candidates(kernel, 8)
+        assert fallback.fallback and "@" in fallback.donor and fallback.donor.endswith("~anchor")
 
 
 def test_a_grouped_conv_without_donors_gets_a_sampled_schedule(tmp_path):

@@ -122,13 +122,20 @@ def find_candidates(library: Library, kernel: Kernel, model: str, key: str) -> l
     fallback."""
     found = _pool(library, kernel, model, key)
     if not found:
-        spec = json.loads(key)
-        alike = ("kind", "layout", "prepack")
-        for other in library.target_keys():
-            other_spec = json.loads(other)
-            if other != key and all(other_spec.get(a) == spec.get(a) for a in alike):
-                found += _pool(library, kernel, model, other, fallback=True)
+        for other in _alike_keys(library, key):
+            found += _pool(library, kernel, model, other, fallback=True)
     return found
+
+
+def _alike_keys(library: Library, key: str) -> list[str]:
+    """The library's targets other than ``key`` of its kind and layout (whose schedules
+    replay on it)."""
+    spec = json.loads(key)
+    alike = ("kind", "layout", "prepack")
+    return [
+        other for other in library.target_keys()
+        if other != key and all(json.loads(other).get(a) == spec.get(a) for a in alike)
+    ]  # fmt: skip
 
 
 def _pool(library, kernel, model, key, fallback=False) -> list[Candidate]:
@@ -143,30 +150,53 @@ def _pool(library, kernel, model, key, fallback=False) -> list[Candidate]:
 class AnchorDonors:
     """The cascade's ``anchor`` pool: the best record on the target of every library workload
     occurring in a model other than ``model`` or in none (imported from a MetaSchedule work
-    dir: no class, donor ``imported``), by the name of the workload's anchor block (one query;
-    each anchor block found once)."""
+    dir: no class, donor ``imported``), by the name of the workload's anchor block (one query
+    per target; each anchor block found once). For an anchor block the target has none of,
+    those of other targets of the same kind and layout, marked as fallback (as
+    :func:`find_candidates` does for a class)."""
 
     def __init__(self, library: Library, key: str, model: str) -> None:
-        self.by_anchor: dict[str, list[tuple[str | None, Candidate]]] = {}
-        classes = library.kernel_classes()
-        for wid, flops, models, record in library.best_by_class(None, key):
+        self.library, self.key, self.model = library, key, model
+        self.classes = library.kernel_classes()
+        self.by_anchor = self._pool(key)
+        self._fallback: dict[str, list] | None = None  # built when an anchor first needs it
+
+    def _pool(self, key: str, fallback: bool = False) -> dict[str, list]:
+        """{anchor block: [(class, candidate)]} of the records on ``key``."""
+        by_anchor: dict[str, list] = {}
+        for wid, flops, models, record in self.library.best_by_class(None, key):
             names = [m for m in models.split(",") if m]
-            donors = tuple(m for m in names if m != model) if names else ("imported",)
-            name = anchor_block(library.workload_mod(wid)) if donors else None
+            donors = tuple(m for m in names if m != self.model) if names else ("imported",)
+            name = anchor_block(self.library.workload_mod(wid)) if donors else None
             if name is not None:
-                candidate = Candidate(wid, donors, flops, record, anchor=True)
-                self.by_anchor.setdefault(name, []).append((classes[wid], candidate))
+                candidate = Candidate(wid, donors, flops, record, fallback, anchor=True)
+                by_anchor.setdefault(name, []).append((self.classes[wid], candidate))
+        return by_anchor
 
     def candidates(self, kernel: Kernel, limit: int, donors=None) -> list[Candidate]:
         """Donors of other classes with ``kernel``'s anchor block (of the models ``donors``, if
         given), closest FLOPs first."""
-        found = [
-            c for cls, c in self.by_anchor.get(anchor_block(kernel.mod) or "", [])
-            if cls != kernel.kernel_class and (not donors or set(donors).intersection(c.models))
-        ]  # fmt: skip
+        name = anchor_block(kernel.mod) or ""
+        found = _other_class(self.by_anchor.get(name, []), kernel, donors)
+        if not found:
+            if self._fallback is None:
+                self._fallback = {}
+                for other in _alike_keys(self.library, self.key):
+                    for anchor, pool in self._pool(other, fallback=True).items():
+                        self._fallback.setdefault(anchor, []).extend(pool)
+            found = _other_class(self._fallback.get(name, []), kernel, donors)
         found.sort(key=lambda c: (abs(np.log(max(c.flops, 1.0) / max(kernel.flops, 1.0))),
                                   c.record.mean_secs))  # fmt: skip
         return found[:limit]
+
+
+def _other_class(pool: list, kernel: Kernel, donors) -> list[Candidate]:
+    """The candidates of ``pool`` ((class, candidate) pairs) of a class other than
+    ``kernel``'s, of the models ``donors`` if given."""
+    return [
+        c for cls, c in pool
+        if cls != kernel.kernel_class and (not donors or set(donors).intersection(c.models))
+    ]  # fmt: skip
 
 
 def transfer_tune(
