@@ -198,6 +198,12 @@ def test_anchor_stage_gives_other_classes_a_donor_schedule(tmp_path, target):
         # classes, so nothing is tried and the kernels stay at the naive build.
         paper = transfer_tune(model, lib, "host", donors=["donor_mlp"], sample=0, anchor=False)
         assert all(k.stage == "untuned" and k.tried == 0 for k in paper.kernels)
+        # An anchor win is weak evidence: the sampled stage runs after it, the faster wins.
+        both = transfer_tune(model, lib, "host", sample=8)
+        for k in (k for k in both.kernels if k.kernel.kernel_class.startswith("matmul")):
+            assert k.sampled == 8 and k.stage in ("anchor", "sampled"), k.errors
+            assert k.best_secs <= min(s for s in k.measured.values() if s is not None)
+            assert (k.donor is None) == (k.stage == "sampled")
 
 
 def test_anchor_replay_of_another_anchor_is_reported_not_raised(target):
