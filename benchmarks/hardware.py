@@ -47,6 +47,7 @@ import numpy as np
 import reference
 from common import CHECKPOINT, ROOT, merge_summary, meta_line, time_to_reach, write_result
 from resume import Steps, snapshot
+from transfer import donor_library
 
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "hardware"
@@ -163,20 +164,6 @@ def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None
     merge_summary("hardware", figures)
 
 
-def _donor_library(path: Path, folder: Path, held_out: str) -> list[str]:
-    """A library at ``path`` of the best records of every finished reference in ``folder``
-    but ``held_out``'s; returns the donor models."""
-    from transtune.library import open_library
-
-    donors = [p.stem for p in sorted(folder.glob("*.db"))
-              if p.stem != held_out and reference.finished(p)]  # fmt: skip
-    with open_library(path) as lib:
-        for model in donors:
-            with open_library(folder / f"{model}.db", read_only=True) as source:
-                lib.merge(source, top_k=reference.TOP_K)
-    return donors
-
-
 def schedules(models: list[str]) -> None:
     from transtune.benchmark import compare
     from transtune.frontend import from_zoo
@@ -200,15 +187,18 @@ def schedules(models: list[str]) -> None:
                                                    [None, CHECKPOINT]):  # fmt: skip
                 label = f"from {folder.parent.name}" + (", cost model" if guide else "")
                 path = Path(tmp) / f"{label}.db"
-                donors = _donor_library(path, folder, name)
+                donors = {p.stem: p for p in sorted(folder.glob("*.db"))
+                          if p.stem != name and reference.finished(p)}  # fmt: skip
                 if not donors:
                     continue
+                donor_library(path, donors)
                 lib = libraries[label] = open_library(path)
                 with Workflow(model, lib, config, cost_model=guide) as wf:
-                    result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES,
+                    result = wf.transfer(donors=list(donors), max_candidates=MAX_CANDIDATES,
                                          measure_top=MEASURE_TOP if guide else None)  # fmt: skip
                 builds[label] = (config, LibraryDatabase(lib, config))
-                rows[label] = {"donors": donors, "estimated_ms": 1e3 * result.estimated_latency,
+                rows[label] = {"donors": list(donors),
+                               "estimated_ms": 1e3 * result.estimated_latency,
                                "search_seconds": result.search_seconds,
                                "stages": _stages(result)}  # fmt: skip
             mine = reference.folder() / f"{name}.db"

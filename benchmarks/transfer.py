@@ -12,13 +12,18 @@
    - ``named`` (the paper's): one named donor model (NAMED_DONORS, after the paper's artifact),
      same-class replay only.
 
+   The held-out model needs a finished reference on this CPU configuration; a donor's
+   reference is this configuration's, else the same CPU's at another thread count, else
+   another CPU's (``finished_references``; each result names its donors' hardware ids).
+
    Then the model is compiled with the winners and timed end to end against the naive build,
    its converged full tuning, PyTorch and ONNX Runtime in one process, interleaved
    (``benchmark.compare``); and each kernel's
    zero-measurement schedule (the best of a few programs sampled from its design space,
    without search) is timed for the second definition of the untuned model.
 3. ``benchmarks/transfer_report.py``: Markdown and plots from the JSON results in
-   ``docs/results/transfer/``.
+   ``docs/results/transfer/<hardware id>/`` (the CPU configuration measured on: a later
+   session on another CPU adds its own, it does not overwrite).
 
 Clocks: the full tuning's curve counts tuning seconds only (kernel extraction, builder start
 and the untuned runs excluded), so the transfer search time it is matched against excludes
@@ -56,7 +61,7 @@ REPEAT = 10
 PROTOCOLS = ("library", "named")
 STAGES = ("transfer", "anchor", "sampled", "untuned")
 DEMO_MODEL = "resnext50_32x4d"  # the model `make demo` transfer-tunes: not in the shipped library
-SUFFIX = {"host-1core": "-1core"}  # result files of a configuration other than host
+CONFIGS = ("host", "host-1core")  # every core, and the constrained CPU (one thread)
 # The paper's protocol: one donor per model, as its artifact paired them (resnet18 <- resnet50,
 # mobilenet_v2 <- efficientnet_b4, bert <- mobilebert), completed for the reference models.
 NAMED_DONORS = {
@@ -71,18 +76,38 @@ def tuned_models() -> list[str]:
     return [p.stem for p in sorted(reference.folder().glob("*.db")) if reference.finished(p)]
 
 
-def donor_library(path: Path, donors: list[str]) -> None:
+def donor_library(path: Path, donors: dict[str, Path]) -> None:
     """A fresh library at ``path``: the best TOP_K records per workload of each of ``donors``'
-    reference libraries."""
+    reference libraries (model -> its library)."""
     from transtune.library import open_library
 
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_library(path) as lib:
-        for model in donors:
-            with open_library(reference.folder() / f"{model}.db", read_only=True) as full:
+        for source in donors.values():
+            with open_library(source, read_only=True) as full:
                 lib.merge(full, top_k=TOP_K)
+
+
+def finished_references() -> dict[str, Path]:
+    """Each model's finished reference library in this lowering, to draw donors from: this
+    configuration's, else one of the same CPU with another thread count, else another CPU's
+    (hardware ids in name order). Records are keyed by target: the cascade replays a foreign
+    configuration's schedules as marked fallbacks and times them here, as it does with the
+    shipped library's."""
+    here = reference.folder()
+    cpu = here.parent.name.rsplit("-", 1)[0]
+    others = sorted(
+        (p for p in here.parent.parent.iterdir() if p.is_dir() and p != here.parent),
+        key=lambda p: (not p.name.startswith(f"{cpu}-"), p.name),
+    )
+    found: dict[str, Path] = {}
+    for hardware in [here.parent, *others]:
+        for path in sorted((hardware / here.name).glob("*.db")):
+            if path.stem not in found and reference.finished(path):
+                found[path.stem] = path
+    return found
 
 
 def ship_library() -> None:
@@ -108,15 +133,16 @@ def ship_library() -> None:
     print(f"{path}: {count} records; {path.stat().st_size / 2**20:.1f} MiB")
 
 
-def donors_for(model_name: str, protocol: str) -> list[str]:
-    """The donor models of ``model_name`` under ``protocol`` (finished references only)."""
-    finished = tuned_models()
+def donors_for(model_name: str, protocol: str) -> dict[str, Path]:
+    """The donor models of ``model_name`` under ``protocol``, each with its finished reference
+    library (:func:`finished_references`)."""
+    finished = finished_references()
     if protocol == "named":
         named = NAMED_DONORS[model_name]
         if named not in finished:
             raise SystemExit(f"{model_name}: its named donor {named} has no finished reference")
-        return [named]
-    return [m for m in finished if m != model_name]
+        return {named: finished[named]}
+    return {m: p for m, p in finished.items() if m != model_name}
 
 
 def transfer_one(model_name: str, protocol: str, policy: str) -> None:
@@ -131,8 +157,8 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     config = reference.config()
     model = from_zoo(model_name)
     policies = list(POLICIES) if policy == "all" else [policy]
-    label = ("all" if policy == "all" else protocol) + SUFFIX.get(reference.CONFIG, "")
-    path = RUNS / "heldout" / f"{model_name}-{label}.db"
+    label = "all" if policy == "all" else protocol
+    path = RUNS / "heldout" / config.name / f"{model_name}-{label}.db"
     donors = donors_for(model_name, protocol)
     donor_library(path, donors)
     paper = {"anchor": False, "sample": 0} if protocol == "named" else {}
@@ -140,8 +166,8 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
     with open_library(path) as lib, open_library(reference_path, read_only=True) as full:
         library_records = lib.count_records()
         with Workflow(model, lib, config) as wf:
-            result = wf.transfer(donors=donors, max_candidates=MAX_CANDIDATES, policy=policies,
-                                 **paper)  # fmt: skip
+            result = wf.transfer(donors=list(donors), max_candidates=MAX_CANDIDATES,
+                                 policy=policies, **paper)  # fmt: skip
         kernels = result.kernels
         default = zero_measurement_seconds(
             [k.kernel for k in kernels], config, [k.untuned_secs for k in kernels]
@@ -150,7 +176,9 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
         search = result.search_seconds - result.setup_seconds
         data = {
             "model": model_name, "protocol": protocol, "policy": policy, "layout": config.layout,
-            "max_candidates": MAX_CANDIDATES, "donors": donors,
+            "max_candidates": MAX_CANDIDATES, "donors": list(donors),
+            # the CPU configuration whose tuning each donor's records come from
+            "donor_hardware": {m: p.parent.parent.name for m, p in donors.items()},
             "library_records": library_records, "search_seconds": search,
             "setup_seconds": result.setup_seconds,
             "estimated_untuned": result.untuned_latency,
@@ -182,7 +210,7 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
                 "tvm-full": (config, LibraryDatabase(full, config, read=("tuned",))),
             }
             data["end_to_end"] = compare(model, builds, REPEAT).to_json()
-    write_result(DATA / f"{model_name}-{label}.json", data, config.num_threads)
+    write_result(DATA / config.name / f"{model_name}-{label}.json", data, config.num_threads)
 
 
 def transfer(models: list[str], protocols: list[str], policy: str = DEFAULT_POLICY) -> None:
@@ -201,7 +229,7 @@ def main() -> None:
     parser.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="donor policy, or 'all'")
     parser.add_argument("--minutes", type=float, default=60.0, help="tune: time for this session")
-    parser.add_argument("--config", choices=["host", *SUFFIX], default="host",
+    parser.add_argument("--config", choices=CONFIGS, default="host",
                         help="host-1core: the constrained CPU (its own references)")  # fmt: skip
     args = parser.parse_args()
     reference.CONFIG = args.config

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import reference
 from common import merge_summary
-from transfer import DATA, MAX_CANDIDATES, OUT, PROTOCOLS, STAGES, SUFFIX, TOP_K, tuned_models
+from transfer import DATA, MAX_CANDIDATES, OUT, PROTOCOLS, STAGES, TOP_K
 
 from transtune.transfer.policies import DEFAULT_POLICY, POLICIES
 
@@ -84,10 +85,13 @@ def report() -> None:
     lines = [
         "# Transfer-tuning: each model held out of the library in turn",
         "",
-        "Written by `benchmarks/transfer_report.py`; each row names the CPU, commit and date "
-        "it was measured at. Every step ran alone on the host, each model in a fresh process, "
-        f"target configuration `host`, lowered as `{reference.LOWERING}` (data layout and "
-        "weights: see the ceiling page's levers).",
+        "Written by `benchmarks/transfer_report.py`; one section per CPU configuration measured "
+        "on (its hardware id: vendor, LLVM mcpu, threads; a `-1c` one is the constrained CPU, "
+        "one thread), and each row names the commit and date it was measured at. Every step "
+        "ran alone on the host, each model in a fresh process, lowered as "
+        f"`{reference.LOWERING}` (data layout and weights: see the ceiling page's levers). The "
+        "summary's `transfer.*` figures are the two-thread configuration with the most "
+        "held-out models; `transfer.constrained.*` the one-thread configuration's.",
         "",
         "- **Full tuning** (the reference): each model tuned from scratch by `transtune tune` "
         "(MetaSchedule evolutionary search, XGBoost cost model, synchronous runner, seed "
@@ -105,10 +109,12 @@ def report() -> None:
         "(a few programs sampled from its design space, no search: closer to the paper's "
         "untuned TVM, which had default schedules), on estimated latencies (sum of weight x "
         "standalone kernel time).",
-        f"- **Coverage**: a model is held out once its reference has finished "
-        f"({', '.join(tuned_models()) or 'none yet'}); its library-protocol donors are the "
-        "other finished references only (the donors column), so rows measured while few had "
-        "finished draw on a small library, and the means are over the rows there are.",
+        "- **Coverage**: a model is held out once its reference on that configuration has "
+        "finished; its donors are the other finished references: that configuration's, else "
+        "the same CPU's at another thread count, else another CPU's (the donors column names "
+        "the foreign ones: their schedules are replayed and timed here, as the shipped "
+        "library's are). Rows measured while few references had finished draw on a small "
+        "library; the means are over the rows there are.",
         "- **Clocks**: transfer s = the search without setup (kernel extraction, builder "
         "start, untuned runs), as the full tuning's curve counts its seconds; MetaSchedule "
         "to match = tuning seconds until its curve reached the transfer-tuned estimated "
@@ -116,74 +122,33 @@ def report() -> None:
         "counts such a model at its bound, and is then a lower bound `>=` too).",
         "",
     ]
-    figures: dict[str, float] = {}
+    folders = sorted(p for p in DATA.iterdir() if p.is_dir()) if DATA.is_dir() else []
+    found = {(f.name, protocol): _runs(f, protocol) for f in folders for protocol in PROTOCOLS}
+    host = reference.folder().parent.name
+
+    def most(constrained: bool) -> str | None:  # the configuration a summary figure is from
+        names = [f.name for f in folders if f.name.endswith("-1c") == constrained]
+        return max(names, key=lambda n: (len(found[n, "library"]), n == host), default=None)
+
+    headline, constrained = most(False), most(True)
+    areas = {headline: "transfer", constrained: "transfer.constrained"}
+    figures: dict[str, dict] = {}  # hardware id -> its summary figures
     plots = {}
-    sections = [(protocol, "", "") for protocol in PROTOCOLS]
-    sections += [(p, suffix, f", {config} (the constrained CPU)") for p in PROTOCOLS
-                 for config, suffix in SUFFIX.items()
-                 if any(DATA.glob(f"*-{p}{suffix}.json"))]  # fmt: skip
-    for protocol, suffix, title in sections:
-        ending = f"-{protocol}{suffix}"
-        runs = {p.stem.removesuffix(ending): json.loads(p.read_text())
-                for p in sorted(DATA.glob(f"*{ending}.json"))}  # fmt: skip
-        runs = {m: d for m, d in runs.items() if "end_to_end" in d}
-        lines += [f"## Protocol: {protocol}{title}", ""]
-        if not runs:
-            lines += ["Not measured yet (the reference queue has not finished enough models).",
-                      ""]  # fmt: skip
-            continue
-        lines += [
-            "| model | donors | naive ms | transferred ms | full ms | ORT ms | PyTorch ms "
-            "| transferred / ORT | % of max (naive) | % of max (default) | transfer s "
-            "| full tuning s (trials) | MetaSchedule to match, s | ratio "
-            "| kernels won: transfer / anchor / sampled / naive | measured |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        rows = {m: outcome(d) for m, d in runs.items()}
-        for name, d in runs.items():
-            o = rows[name]
-            won = " / ".join(str(d["stages"].get(s, 0)) for s in STAGES)
-            ratio = f"> {o['bound']:.1f}x" if o["ratio"] is None else f"{o['ratio']:.1f}x"
-            donors = d["donors"][0] if protocol == "named" else f"{len(d['donors'])} models"
-            meta = d.get("meta", {})
-            lines.append(
-                f"| {name} | {donors} | {o['untuned']:.1f} | {o['transferred']:.1f} "
-                f"| {o['full']:.1f} | {o['onnxruntime']:.1f} | {o['pytorch']:.1f} "
-                f"| {o['transferred'] / o['onnxruntime']:.2f} | {100 * o['pct_max']:.0f}% "
-                f"| {100 * o['pct_max_vs_default']:.0f}% | {d['search_seconds']:.0f} "
-                f"| {d['full_seconds']:.0f} ({d['full_trials']}) | {_fmt_s(o['match'])} "
-                f"| {ratio} | {won} | {meta.get('mcpu', '?')}, {meta.get('commit', '?')}, "
-                f"{meta.get('date', '?')} |"
-            )
-        mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
-        pct = mean([o["pct_max"] for o in rows.values()])
-        pct_default = mean([o["pct_max_vs_default"] for o in rows.values()])
-        # A model MetaSchedule never matched counts at its lower bound: the mean is then one too.
-        ratio = mean([o["bound"] if o["ratio"] is None else o["ratio"] for o in rows.values()])
-        matched = [o["ratio"] for o in rows.values() if o["ratio"] is not None]
-        never = len(rows) - len(matched)
-        shown = f"**>= {ratio:.1f}x** ({mean(matched):.1f}x over the {len(matched)} matched)"
-        naive = sum(o["naive"] for o in rows.values())
-        fastest = sum(o["naive_fastest"] for o in rows.values())
-        lines += [
-            f"| **mean** | | | | | | | | **{100 * pct:.0f}%** | **{100 * pct_default:.0f}%** "
-            f"| | | | {shown if never else f'**{ratio:.1f}x**'} | {naive} naive in all "
-            f"(+{fastest} where the naive build measured faster than every schedule tried) | |",
-            "",
-        ]
-        if suffix:  # the summary's figures are the full configuration's
-            continue
-        prefix = "transfer." if protocol == "library" else "transfer.named."
-        figures |= {  # in percent, as the goals state them
-            f"{prefix}mean_pct_max": 100 * pct,
-            f"{prefix}mean_pct_max_vs_default": 100 * pct_default,
-            f"{prefix}mean_match_ratio": ratio, f"{prefix}match_never": never,
-            f"{prefix}mean_match_ratio_matched": mean(matched) if matched else None,
-            f"{prefix}naive_kernels": naive,
-            f"{prefix}naive_fastest_kernels": fastest,
-            f"{prefix}models": len(rows),  # the means are over these held-out models
-        }  # fmt: skip
-        plots[protocol] = (runs, rows)
+    for hardware in sorted({h for h, _ in found}, key=lambda h: (h != headline, h)):
+        for protocol in PROTOCOLS:
+            runs = found[hardware, protocol]
+            title = " (the constrained CPU)" if hardware.endswith("-1c") else ""
+            lines += [f"## `{hardware}`{title}: protocol {protocol}", ""]
+            if not runs:
+                lines += ["Not measured yet (too few finished references).", ""]
+                continue
+            lines += _table(runs, protocol, hardware)
+            if area := areas.get(hardware):
+                rows = {m: outcome(d) for m, d in runs.items()}
+                prefix = f"{area}." if protocol == "library" else f"{area}.named."
+                figures.setdefault(hardware, {}).update(_figures(prefix, rows))
+            if hardware == headline:
+                plots[protocol] = (runs, {m: outcome(d) for m, d in runs.items()})
     lines += [
         "Paper (Gibson & Cano, server CPU, 11 models): 49% of the maximum speedup on average, "
         "88% best; the auto-tuner needs 6.5x the transfer search time to match. Goals here: "
@@ -191,7 +156,7 @@ def report() -> None:
         "",
     ]
     if "library" in plots:
-        lines += _kernel_notes(plots["library"][0])
+        lines += _kernel_notes(plots["library"][0], headline)
     lines += _policy_table()
     if plots:
         _plots(plots, plt)
@@ -199,13 +164,94 @@ def report() -> None:
                   ""]  # fmt: skip
     (OUT / "transfer.md").write_text("\n".join(lines))
     print("\n".join(lines))
-    if figures:
-        merge_summary("transfer", figures)
+    for hardware, values in figures.items():  # with the latest measurement's meta
+        latest = max((d["meta"] for (h, _), runs in found.items() if h == hardware
+                      for d in runs.values()), key=lambda m: m.get("date", ""))  # fmt: skip
+        merge_summary(areas[hardware], values, meta=latest)
 
 
-def _kernel_notes(runs: dict) -> list[str]:
+def _runs(folder: Path, protocol: str) -> dict[str, dict]:
+    """The held-out models' results of ``protocol`` in ``folder`` (one CPU configuration)."""
+    runs = {p.stem.removesuffix(f"-{protocol}"): json.loads(p.read_text())
+            for p in sorted(folder.glob(f"*-{protocol}.json"))}  # fmt: skip
+    return {m: d for m, d in runs.items() if "end_to_end" in d}
+
+
+def _donors(d: dict, protocol: str, hardware: str) -> str:
+    """The donors cell: the named donor or how many models, and the foreign CPUs' ones."""
+    foreign = {m: h for m, h in d.get("donor_hardware", {}).items() if h != hardware}
+    if protocol == "named":
+        (name,) = d["donors"]
+        return name + (f" ({foreign[name]})" if name in foreign else "")
+    cpus = ", ".join(sorted(set(foreign.values())))
+    return f"{len(d['donors'])} models" + (f" ({len(foreign)} from {cpus})" if foreign else "")
+
+
+def _table(runs: dict[str, dict], protocol: str, hardware: str) -> list[str]:
+    """One configuration's table of held-out models under ``protocol``, with its means."""
     lines = [
-        "## Candidates (library protocol)",
+        "| model | donors | naive ms | transferred ms | full ms | ORT ms | PyTorch ms "
+        "| transferred / ORT | % of max (naive) | % of max (default) | transfer s "
+        "| full tuning s (trials) | MetaSchedule to match, s | ratio "
+        "| kernels won: transfer / anchor / sampled / naive | measured |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = {m: outcome(d) for m, d in runs.items()}
+    for name, d in runs.items():
+        o = rows[name]
+        won = " / ".join(str(d["stages"].get(s, 0)) for s in STAGES)
+        ratio = f"> {o['bound']:.1f}x" if o["ratio"] is None else f"{o['ratio']:.1f}x"
+        meta = d.get("meta", {})
+        lines.append(
+            f"| {name} | {_donors(d, protocol, hardware)} | {o['untuned']:.1f} "
+            f"| {o['transferred']:.1f} | {o['full']:.1f} | {o['onnxruntime']:.1f} "
+            f"| {o['pytorch']:.1f} | {o['transferred'] / o['onnxruntime']:.2f} "
+            f"| {100 * o['pct_max']:.0f}% | {100 * o['pct_max_vs_default']:.0f}% "
+            f"| {d['search_seconds']:.0f} | {d['full_seconds']:.0f} ({d['full_trials']}) "
+            f"| {_fmt_s(o['match'])} | {ratio} | {won} | {meta.get('mcpu', '?')}, "
+            f"{meta.get('commit', '?')}, {meta.get('date', '?')} |"
+        )
+    f = _figures("", rows)
+    matched = (
+        f"({f['mean_match_ratio_matched']:.1f}x over the {len(rows) - f['match_never']} matched)"
+        if f["mean_match_ratio_matched"] is not None
+        else ""
+    )
+    shown = (f"**>= {f['mean_match_ratio']:.1f}x** {matched}" if f["match_never"]
+             else f"**{f['mean_match_ratio']:.1f}x**")  # fmt: skip
+    lines += [
+        f"| **mean** | | | | | | | | **{f['mean_pct_max']:.0f}%** "
+        f"| **{f['mean_pct_max_vs_default']:.0f}%** | | | | {shown} | {f['naive_kernels']} "
+        f"naive in all (+{f['naive_fastest_kernels']} where the naive build measured faster "
+        "than every schedule tried) | |",
+        "",
+    ]
+    return lines
+
+
+def _figures(prefix: str, rows: dict[str, dict]) -> dict:
+    """The summary's figures of one table (``rows``: :func:`outcome` per model), in percent
+    as the goals state them. A model MetaSchedule never matched counts at its lower bound in
+    the mean ratio, which is then a lower bound too."""
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    matched = [o["ratio"] for o in rows.values() if o["ratio"] is not None]
+    return {
+        f"{prefix}mean_pct_max": 100 * mean([o["pct_max"] for o in rows.values()]),
+        f"{prefix}mean_pct_max_vs_default":
+            100 * mean([o["pct_max_vs_default"] for o in rows.values()]),
+        f"{prefix}mean_match_ratio":
+            mean([o["bound"] if o["ratio"] is None else o["ratio"] for o in rows.values()]),
+        f"{prefix}match_never": len(rows) - len(matched),
+        f"{prefix}mean_match_ratio_matched": mean(matched) if matched else None,
+        f"{prefix}naive_kernels": sum(o["naive"] for o in rows.values()),
+        f"{prefix}naive_fastest_kernels": sum(o["naive_fastest"] for o in rows.values()),
+        f"{prefix}models": len(rows),  # the means are over these held-out models
+    }  # fmt: skip
+
+
+def _kernel_notes(runs: dict, hardware: str) -> list[str]:
+    lines = [
+        f"## Candidates (`{hardware}`, library protocol)",
         "",
         "| model | tried | replay failed | re-fitted | wrong numerics | build/run failed "
         "| kernels improved | why kernels stayed naive |",
@@ -228,9 +274,8 @@ def _kernel_notes(runs: dict) -> list[str]:
 
 
 def _policy_table() -> list[str]:
-    runs = {p.stem.rsplit("-", 1)[0]: json.loads(p.read_text())
-            for p in sorted(DATA.glob("*-all.json"))}  # fmt: skip
-    runs = {m: d for m, d in runs.items() if "protocol" in d}  # measured on these terms
+    runs = {f"{p.stem.rsplit('-', 1)[0]} (`{p.parent.name}`)": json.loads(p.read_text())
+            for p in sorted(DATA.glob("*/*-all.json"))}  # fmt: skip
     if not runs:
         return []
     lines = [
