@@ -22,7 +22,8 @@ PACKAGES = ("apache-tvm", "apache-tvm-ffi", "torch", "onnxruntime", "xgboost-cpu
 
 
 def run_meta(threads: int | None = None) -> dict:
-    """Commit, date, CPU (model name, LLVM CPU, hardware id of ``host``), threads, versions."""
+    """Commit, date, CPU (model name, LLVM CPU, hardware id of ``host``, or of ``host-1core``
+    for one thread), threads, versions."""
     from transtune.machine import host_info
     from transtune.targets import get_config
 
@@ -43,7 +44,8 @@ def run_meta(threads: int | None = None) -> dict:
     return {
         "commit": commit + ("+changes" if dirty else ""),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "cpu": host.cpu_model, "mcpu": host.mcpu, "hardware_id": get_config("host").name,
+        "cpu": host.cpu_model, "mcpu": host.mcpu,
+        "hardware_id": get_config("host-1core" if threads == 1 else "host").name,
         "threads": threads if threads is not None else host.cores, "versions": versions,
     }  # fmt: skip
 

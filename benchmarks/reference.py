@@ -204,14 +204,19 @@ def run(models: list[str], minutes: float, lowering: str = LOWERING) -> None:
 
 
 def progress() -> list[dict]:
-    """Per lowering and model with a reference library: kernels, converged, trials, estimated
-    latency, tuning seconds, finished, and the curve."""
+    """Per hardware id (every folder under ``data/library/reference/``), lowering and model
+    with a reference library: kernels, converged, trials, estimated latency, tuning seconds,
+    finished, and the curve."""
     from transtune.library import open_library
     from transtune.tuning import Convergence
 
     rule, rows = Convergence(), []
-    for lowering, model in ((low, m) for low in LOWERINGS for m in REFERENCE + COVERAGE):
-        path = folder(lowering) / f"{model}.db"
+    hardware_ids = sorted(p.name for p in (ROOT / "data" / "library" / "reference").iterdir()
+                          if p.is_dir())  # fmt: skip
+    for hardware, lowering, model in (
+        (hw, low, m) for hw in hardware_ids for low in LOWERINGS for m in REFERENCE + COVERAGE
+    ):
+        path = ROOT / "data" / "library" / "reference" / hardware / lowering / f"{model}.db"
         if not path.is_file():
             continue
         with open_library(path, read_only=True) as lib:
@@ -226,8 +231,8 @@ def progress() -> list[dict]:
                 left = sum(max(0, COVERAGE_PER_KERNEL - (kernels[w][-1][0] if kernels.get(w)
                                                          else 0)) for w in weights)  # fmt: skip
             rows.append({
-                "lowering": lowering, "model": model, "converge": model in REFERENCE,
-                "kernels": len(weights),
+                "hardware": hardware, "lowering": lowering, "model": model,
+                "converge": model in REFERENCE, "kernels": len(weights),
                 "converged": sum(map(rule.reached, kernels.values())),
                 # Kernels a finished tuning left short of the rule and of the cap: MetaSchedule
                 # found no new candidate in their design space (a transpose has 3 at all).
@@ -242,7 +247,7 @@ def progress() -> list[dict]:
 
 
 def report() -> None:
-    """docs/results/reference.md (+ reference_curves.png): where the queue stands."""
+    """docs/results/reference.md (+ reference_curves.png): where the queue stands, per CPU."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -252,18 +257,20 @@ def report() -> None:
     out = ROOT / "docs" / "results"
     # Live state, not a stored result: the page describes the libraries on disk now, so the
     # commit, date, CPU and TVM version are the rendering run's (run_meta() here). The
-    # libraries keep no run metadata; what ties them to a CPU is the folder read, named by
-    # this host's hardware id, so the page says just that.
+    # libraries keep no run metadata; what ties them to a CPU is the folder they are in,
+    # named by the hardware id of the CPU that tuned them, so the page says just that.
     meta, rows = run_meta(), progress()
-    hardware = folder().parent.name
+    host = folder().parent.name
+    hardware_ids = list(dict.fromkeys(r["hardware"] for r in rows))
     lines = [
         "# Reference tunings: the converged queue",
         "",
         f"Written by `benchmarks/reference.py report` at commit {meta['commit']} on "
-        f"{meta['date']} from the libraries in `data/library/reference/{hardware}/<lowering>/` "
-        f"(tuned on CPUs of hardware id `{hardware}`, this host's: {meta['cpu']}, "
-        f"`{meta['mcpu']}`, {meta['threads']} threads; the libraries record no further run "
-        f"metadata; rendered with TVM {meta['versions'].get('apache-tvm')}). Each model is "
+        f"{meta['date']} from the libraries in `data/library/reference/<hardware id>/"
+        "<lowering>/`, one table per hardware id (the CPU that tuned them: vendor, LLVM mcpu, "
+        f"threads; the libraries record no further run metadata). This host is `{host}` "
+        f"({meta['cpu']}, `{meta['mcpu']}`, {meta['threads']} threads); rendered with TVM "
+        f"{meta['versions'].get('apache-tvm')}. Each model is "
         "tuned by `transtune tune` (MetaSchedule evolutionary search, XGBoost cost model, "
         f"synchronous runner, seed {SEED}): the models marked *converge* until every kernel "
         "has at least 256 measured candidates and its last quarter improved its best by under "
@@ -273,39 +280,46 @@ def report() -> None:
         "clock, summed over sessions (setup excluded). Lowering = the data layout convolutions "
         "were lowered in, and whether weights were prepacked; the queue now tunes "
         f"{LOWERING} (the ceiling's levers). The "
-        "queue is resumable; unfinished models continue in later sessions.",
+        "queue is resumable; unfinished models continue in later sessions on a CPU of the "
+        "same hardware id.",
         "",
         "Exhausted = kernels whose design space ran out of new candidates before the rule "
         "could hold (the model finished with them below the cap). "
         "Left = the fewest more trials after which the model can finish (each kernel's, if "
         "no candidate improves its best again; the rule may want more), and the hours they "
         "take at the model's trials per second so far.",
-        "",
-        "| lowering | model | rule | kernels | converged | trials | est. ms | tuning s | finished "
-        "| left: trials (h) | MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        hours = r["left"] * r["seconds"] / max(r["trials"], 1) / 3600
-        lines.append(
-            f"| {r['lowering']} | {r['model']} | "
-            f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
-            f"{r['kernels']} | {r['converged']}"
-            f"{f' (+{x} exhausted)' if (x := r['exhausted']) else ''} | {r['trials']} | "
-            f"{1e3 * r['latency']:.2f} | "
-            f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['left']} ({hours:.1f}) "
-            f"| {r['mib']:.2f} |"
-        )
+    for hardware in hardware_ids:
+        lines += [
+            "", f"## `{hardware}`{' (this host)' if hardware == host else ''}", "",
+            "| lowering | model | rule | kernels | converged | trials | est. ms | tuning s "
+            "| finished | left: trials (h) | MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]  # fmt: skip
+        for r in (r for r in rows if r["hardware"] == hardware):
+            hours = r["left"] * r["seconds"] / max(r["trials"], 1) / 3600
+            lines.append(
+                f"| {r['lowering']} | {r['model']} | "
+                f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
+                f"{r['kernels']} | {r['converged']}"
+                f"{f' (+{x} exhausted)' if (x := r['exhausted']) else ''} | {r['trials']} | "
+                f"{1e3 * r['latency']:.2f} | "
+                f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['left']} ({hours:.1f}) "
+                f"| {r['mib']:.2f} |"
+            )
     lines += ["", "![curves](reference_curves.png)", ""]
     (out / "reference.md").write_text("\n".join(lines))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for r in rows:
-        trials, _, latency = zip(*r["curve"], strict=True)
-        ax.plot(trials, [1e3 * x for x in latency], ls="-" if r["lowering"] == LOWERING else ":",
-                label=f"{r['model']} ({r['lowering']})")  # fmt: skip
-    ax.set(xlabel="measured candidates", ylabel="estimated latency (ms)", yscale="log",
-           title=f"reference tunings on {hardware}")  # fmt: skip
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, len(hardware_ids), figsize=(6 * len(hardware_ids), 4),
+                             squeeze=False, sharey=True)  # fmt: skip
+    for ax, hardware in zip(axes[0], hardware_ids, strict=True):
+        for r in (r for r in rows if r["hardware"] == hardware):
+            trials, _, latency = zip(*r["curve"], strict=True)
+            ax.plot(trials, [1e3 * x for x in latency],
+                    ls="-" if r["lowering"] == LOWERING else ":",
+                    label=f"{r['model']} ({r['lowering']})")  # fmt: skip
+        ax.set(xlabel="measured candidates", yscale="log", title=hardware)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("estimated latency (ms)")
     fig.tight_layout()
     fig.savefig(out / "reference_curves.png", dpi=120)
     print("\n".join(lines))
