@@ -58,8 +58,10 @@ def merge_summary(
     ``meta``: the measurement's own (result files'), when a report renders figures measured
     by earlier runs, possibly on another CPU."""
     summary = json.loads(SUMMARY.read_text()) if SUMMARY.is_file() else {}
-    if any(summary.get(k) != v for k, v in figures.items()) or f"{area}.meta" not in summary:
-        summary[f"{area}.meta"] = meta or run_meta(threads)
+    if meta is not None:  # the measurement's own: it holds whether or not a figure changed
+        summary[f"{area}.meta"] = meta
+    elif any(summary.get(k) != v for k, v in figures.items()) or f"{area}.meta" not in summary:
+        summary[f"{area}.meta"] = run_meta(threads)
     summary.update(figures)
     SUMMARY.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(SUMMARY, json.dumps(summary, indent=1, sort_keys=True) + "\n")
