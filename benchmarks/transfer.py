@@ -197,6 +197,7 @@ def transfer_one(model_name: str, protocol: str, policy: str) -> None:
                  "default_secs": d, "best_secs": k.best_secs, "stage": k.stage,
                  "donor": k.donor, "tried": k.tried, "replay_failed": k.replay_failed,
                  "refitted": k.refitted, "wrong": k.wrong, "failed": k.failed,
+                 "foreign_win": k.foreign_win,
                  "sampled_timed": k.sampled_timed,
                  "seconds": k.seconds, "measured": {str(w): s for w, s in k.measured.items()},
                  "chosen": k.chosen, "errors": k.errors[:3]}

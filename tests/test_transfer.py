@@ -156,6 +156,10 @@ def test_end_to_end_transfer_between_two_tiny_models(tmp_path):
         (a,) = [k for k in avx2.kernels if k.kernel.kernel_class == "matmul+add+relu"]
         assert a.tried == a.fallback == 1
         assert a.donor is None or "@" in a.donor  # marked with the target it was tuned for
+        # ...and checked against the kernel's own sampled programs, which a win by a schedule
+        # of the kernel's own target is not.
+        assert a.sampled > 0
+        assert t.stage != "transfer" or t.sampled == 0
         # Records are kept per layout: NCHW schedules are no fallback for an NHWC lowering.
         nhwc = transfer_tune(new, lib, get_config("host", "nhwc"), max_candidates=1)
         assert all(k.tried == 0 for k in nhwc.kernels)

@@ -20,7 +20,9 @@ falls through the rest of the cascade, each stage measured the same way:
   ``measure_top`` if more) are timed; committed as ``sampled``. It runs after an anchor win
   too (a schedule traced for another class's shape is weak evidence: on the Zen 3, depthwise
   donors' schedules on ResNeXt-50's grouped convolutions measured up to 3x slower than its
-  sampled programs), and wins if it measures faster.
+  sampled programs), and wins if it measures faster; and after a win of a schedule tuned
+  for another target (a fallback: on the Zen 3, the Zen 4's BERT matmul schedules measured
+  about 2x slower than the best of the kernels' own sampled programs).
 
 By default, a cost model trained on the measuring CPU lets only its ``MEASURE_TOP`` best
 scored donor schedules of a kernel through to be measured; one that never saw this CPU ranks
@@ -76,6 +78,7 @@ class KernelTransfer:
     refitted: int = 0
     wrong: int = 0  # failed the numerics check
     fallback: int = 0  # candidates tuned for another target
+    foreign_win: bool = False  # the winning donor schedule was tuned for another target
     failed: int = 0  # failed to build or run
     ranked_out: int = 0  # replayed, but not measured: the cost model ranked them lower
     errors: list[str] = field(default_factory=list)
@@ -287,7 +290,8 @@ def transfer_tune(
                 if pool:
                     _transfer_kernel(kernel, wid, pool, outcome, library, config, builder,
                                      runner, run_id, cost_model, measure_top)  # fmt: skip
-            if prior is None and sample > 0 and outcome.stage in ("untuned", "anchor"):
+            weak = outcome.stage in ("untuned", "anchor") or outcome.foreign_win
+            if prior is None and sample > 0 and weak:
                 _sample_kernel(kernel, wid, sample, outcome, library, config, builder, runner,
                                run_id, cost_model, measure_top)  # fmt: skip
             outcome.seconds = time.perf_counter() - t0
@@ -368,6 +372,7 @@ def _transfer_kernel(
             outcome.errors.append(m.error)
         elif m.seconds < outcome.best_secs:
             outcome.best_secs, outcome.donor, best = m.seconds, candidate.donor, (sch, m)
+            outcome.foreign_win = bool(candidate.fallback)
     if best is not None:
         outcome.stage = "anchor" if outcome.donor.endswith(ANCHOR_MARK) else "transfer"
         _commit(library, kernel, wid, config, best, "transferred", outcome.donor, run_id)
