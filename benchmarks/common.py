@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = ROOT / "docs" / "results" / "summary.json"
 # The shipped cost model (``make demo`` guides with it), trained by ``guided.py train``.
 CHECKPOINT = ROOT / "data" / "costmodel" / "attention-by-model.json"
+VALIDATION = 0.1  # share of the training kernels our networks pick their epoch on
 PACKAGES = ("apache-tvm", "apache-tvm-ffi", "torch", "onnxruntime", "xgboost-cpu", "pyarrow")
 
 

@@ -64,13 +64,11 @@ def collect(
                 return  # interrupted or failed: stop here, rerun resumes
 
 
-def summary() -> dict:
-    """The dataset's headline counts, merged into summary.json: real CPUs (distinct LLVM CPUs
-    of full-ISA configurations), the fewest successful records of one, and the deep kernels
-    (more than PER_KERNEL successful samples on one full-ISA configuration) with the fewest
-    samples among them."""
+def random_samples(collected_before: float | None = None):
+    """The dataset's hardware descriptors, its full-ISA configurations (hardware id -> LLVM
+    CPU) and its successful random-sample records (``workload``, ``sample``, ``target``;
+    those collected before the Unix time ``collected_before``, or all)."""
     import pyarrow.compute as pc
-    from common import merge_summary
 
     from transtune.dataset import load_records
     from transtune.dataset.store import DatasetStore
@@ -78,24 +76,45 @@ def summary() -> dict:
     hardware = DatasetStore(DATASET).hardware()
     full = {i: d["fingerprint"]["host_mcpu"] for i, d in hardware.items()
             if d["fingerprint"]["mcpu"] == d["fingerprint"]["host_mcpu"]}  # fmt: skip
-    table, _ = load_records(DATASET, ["workload", "sample", "status", "source"])
+    table, _ = load_records(DATASET, ["workload", "sample", "status", "source", "collected"])
     ok = table.filter(pc.equal(table["status"], "ok"))
-    ok = ok.filter(pc.equal(ok["source"], "random"))  # the deep figures count random samples
-    per_cpu: dict[str, int] = {}
-    for row in ok.group_by("target").aggregate([("sample", "count")]).to_pylist():
-        cpu = hardware.get(row["target"], {}).get("fingerprint", {}).get("host_mcpu", "?")
-        per_cpu[cpu] = per_cpu.get(cpu, 0) + row["sample_count"]
+    if collected_before is not None:
+        ok = ok.filter(pc.less(ok["collected"], collected_before))
+    return hardware, full, ok.filter(pc.equal(ok["source"], "random"))
+
+
+def deep_data(full: dict, ok) -> tuple[str | None, dict[str, int]]:
+    """The deep configuration (the full-ISA one with the most deep kernels) and its deep
+    kernels (more than PER_KERNEL successful random samples) with their sample counts."""
+    import pyarrow.compute as pc
+
     deep = {}
     for hw_id in full:
         rows = ok.filter(pc.equal(ok["target"], hw_id))
         counts = rows.group_by("workload").aggregate([("sample", "count")]).to_pylist()
-        deep[hw_id] = [r["sample_count"] for r in counts if r["sample_count"] > PER_KERNEL]
+        deep[hw_id] = {r["workload"]: r["sample_count"] for r in counts
+                       if r["sample_count"] > PER_KERNEL}  # fmt: skip
     best = max(deep, key=lambda k: len(deep[k])) if deep else None
+    return best, deep.get(best, {})
+
+
+def summary() -> dict:
+    """The dataset's headline counts, merged into summary.json: real CPUs (distinct LLVM CPUs
+    of full-ISA configurations), the fewest successful records of one, and the deep kernels
+    (:func:`deep_data`) with the fewest samples among them."""
+    from common import merge_summary
+
+    hardware, full, ok = random_samples()
+    per_cpu: dict[str, int] = {}
+    for row in ok.group_by("target").aggregate([("sample", "count")]).to_pylist():
+        cpu = hardware.get(row["target"], {}).get("fingerprint", {}).get("host_mcpu", "?")
+        per_cpu[cpu] = per_cpu.get(cpu, 0) + row["sample_count"]
+    best, deep = deep_data(full, ok)
     figures = {
         "dataset.cpus": len(set(full.values())),
         "dataset.records_min_per_cpu": min(per_cpu.values()) if per_cpu else 0,
-        "dataset.deep_kernels": len(deep[best]) if best else 0,
-        "dataset.deep_min_samples": min(deep[best]) if best and deep[best] else 0,
+        "dataset.deep_kernels": len(deep),
+        "dataset.deep_min_samples": min(deep.values(), default=0),
     }
     merge_summary("dataset", figures)
     print(json.dumps({**figures, "records_per_cpu": per_cpu, "deep_config": best}))
