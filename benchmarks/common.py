@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
@@ -135,3 +136,16 @@ def time_to_reach(curve: list, latency: float) -> float | None:
     """Seconds a tuning curve of (trials, seconds, estimated latency) points needs to reach
     ``latency`` (None: never)."""
     return next((seconds for _, seconds, est in curve if est <= latency), None)
+
+
+def step_meta_lines(steps: list[tuple[str, dict | None]], fallback: dict | None) -> list[str]:
+    """Where the steps of a resumable run were computed (a run that spans sessions may span
+    machines): ``steps`` holds (group label, the step's metadata as :class:`resume.Steps`
+    kept it) per step; each group's steps computed alike are counted. ``fallback`` (the
+    result's own metadata) where no step kept any."""
+    if not any(meta for _, meta in steps):
+        return [meta_line(fallback)]
+    counts = Counter((label, json.dumps(meta, sort_keys=True)) for label, meta in steps)
+    labelled = {f"{label} ({n} step{'s' if n != 1 else ''})": json.loads(meta)
+                for (label, meta), n in counts.items()}  # fmt: skip
+    return meta_lines(labelled, "Training and scoring")

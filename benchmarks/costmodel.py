@@ -30,7 +30,7 @@ from pathlib import Path
 
 import adaptation
 import numpy as np
-from common import VALIDATION, merge_summary, meta_line, write_result
+from common import VALIDATION, merge_summary, step_meta_lines, write_result
 from resume import Steps, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,8 +121,10 @@ def compare(data, args, unseen: list[str], steps: Steps) -> list[dict]:
                 return {"train_seconds": time.perf_counter() - start, "train": len(train),
                         "test": len(test), **adaptation.scores(model, data, test)}  # fmt: skip
 
-            row = steps.run(f"{split} / {name} / s{seed}", fit_and_score)
-            rows.append({"split": split, "model": name, "seed": seed, **row})
+            key = f"{split} / {name} / s{seed}"
+            row = steps.run(key, fit_and_score)
+            rows.append({"split": split, "model": name, "seed": seed, **row,
+                         "meta": steps.meta(key)})  # fmt: skip
     return rows
 
 
@@ -181,10 +183,10 @@ def report(result: dict) -> None:
         "",
         f"Written by `benchmarks/costmodel.py` from `data/dataset` ({result['records']:,} "
         f"successful records, {result['kernels']} kernels, configurations "
-        f"{', '.join(result['targets'])}). {meta_line(result.get('meta'))} "
-        f"PyTorch CPU; {result['epochs']} epochs for our networks (the epoch picked on "
-        f"{VALIDATION:.0%} of the training kernels), MetaSchedule's MLPModel at "
-        f"{result['ms_mlp_epochs'] or 'its default 50'} epochs; seeds {seeds}: each cell is "
+        f"{', '.join(result['targets'])}). PyTorch CPU; {result['epochs']} epochs for our "
+        f"networks (the epoch picked on {VALIDATION:.0%} of the training kernels), "
+        f"MetaSchedule's MLPModel at {result['ms_mlp_epochs'] or 'its default 50'} epochs; "
+        f"seeds {seeds}: each cell is "
         "the mean over them, (spread) = max - min. Metrics: TenSet's definitions (peak@k: "
         "the best of the top k, averaged over groups), record-weighted over (kernel, "
         "configuration) groups of the test side; top-1/top-5: TenSet's network scores.",
@@ -195,6 +197,11 @@ def report(result: dict) -> None:
             ]
             if set(result.get("splits", SPLITS)) != set(SPLITS)
             else []
+        ),
+        "",
+        *step_meta_lines(
+            [(f"{r['split'].split(' (')[0]} split", r.get("meta")) for r in result["compare"]],
+            result.get("meta"),
         ),
         "",
         "| split | model | train / test records | PCA (spread) | peak@1 (spread) | peak@5 "

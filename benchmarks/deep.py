@@ -10,13 +10,13 @@ training kernels spread over classes and FLOPs (:func:`deep_kernels`), into ``da
 from __future__ import annotations
 
 import argparse
-import time
 
 from dataset import DATASET, MODELS, TEST_MODELS
 
 DEEP_SAMPLES = 256
 DEEP_TRAJECTORY = 64  # programs a search visits per deep kernel, beside the random samples
 DEEP_TRAIN = 150
+GRACE_MINUTES = 10  # past the deadline, the kernel in hand is given up
 
 
 def deep_kernels(train_count: int = DEEP_TRAIN) -> list:
@@ -63,30 +63,40 @@ def _spread(n: int) -> list[int]:
 def collect(minutes: float) -> None:
     """Measure DEEP_SAMPLES random schedules of every deep kernel on ``host``, then (a second
     pass: a search costs about what the random samples do) the DEEP_TRAJECTORY programs a
-    search visits, until ``minutes`` have passed (Ctrl-C stops after the kernel in hand);
-    what the dataset holds is skipped."""
+    search visits, until ``minutes`` have passed (then, like Ctrl-C, it stops after the
+    kernel in hand, or GRACE_MINUTES later at once, like a second Ctrl-C); what the dataset
+    holds is skipped."""
     import signal
 
+    from transtune.dataset import DatasetStore
     from transtune.dataset import collect as collect_dataset
 
     kernels = deep_kernels()
     print(f"{len(kernels)} kernels", flush=True)
-    deadline = time.time() + 60 * minutes
-    signal.signal(signal.SIGALRM, lambda *_: signal.raise_signal(signal.SIGINT))
-    signal.alarm(max(1, int(deadline - time.time())))
+
+    def alarm(*_) -> None:
+        signal.alarm(int(60 * GRACE_MINUTES))
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(max(1, int(60 * minutes)))
 
     def progress(dk, stats) -> None:
         print(f"{stats.kernels_done + stats.kernels_skipped}/{len(kernels)} "
               f"{dk.kernel.kernel_class} {stats.records} records "
               f"{stats.records_per_minute:.0f}/min", flush=True)  # fmt: skip
 
-    for trajectory in (0, DEEP_TRAJECTORY):
-        stats = collect_dataset(
-            str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=trajectory
-        )
-        print(stats, flush=True)
-        if stats.interrupted:
-            break
+    try:
+        for trajectory in (0, DEEP_TRAJECTORY):
+            stats = collect_dataset(
+                str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=trajectory
+            )
+            print(stats, flush=True)
+            if stats.interrupted:
+                break
+    except KeyboardInterrupt:
+        print("stopped at once: the kernel in hand is measured again next time", flush=True)
+        DatasetStore(str(DATASET)).compact()
 
 
 if __name__ == "__main__":

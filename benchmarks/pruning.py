@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import VALIDATION, merge_summary, meta_line, write_result
+from common import VALIDATION, merge_summary, step_meta_lines, write_result
 from resume import Steps, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +78,10 @@ def main() -> None:
                          "deep_kernels": len(deep), "epochs": args.epochs})  # fmt: skip
     references, rows = [], []
     for seed in seeds:
-        ref = steps.run(f"all data / s{seed}", lambda seed=seed: run(train, seed))
-        references.append({"seed": seed, "programs": len(candidates), **ref})
+        name = f"all data / s{seed}"
+        ref = steps.run(name, lambda seed=seed: run(train, seed))
+        references.append({"seed": seed, "programs": len(candidates), **ref,
+                           "meta": steps.meta(name)})  # fmt: skip
         for strategy in STRATEGIES:
             for keep in KEEP:
 
@@ -90,8 +92,10 @@ def main() -> None:
                     return {"programs": int(mask.sum()),
                             **run(train[np.isin(key[train], list(kept))], seed)}  # fmt: skip
 
-                row = steps.run(f"{strategy} {keep:.0%} / s{seed}", pruned)
-                rows.append({"strategy": strategy, "keep": keep, "seed": seed, **row})
+                name = f"{strategy} {keep:.0%} / s{seed}"
+                row = steps.run(name, pruned)
+                rows.append({"strategy": strategy, "keep": keep, "seed": seed, **row,
+                             "meta": steps.meta(name)})  # fmt: skip
     from transtune.dataset.info import collection_rate
 
     collected, seconds = collection_rate(DATASET)
@@ -169,7 +173,11 @@ def report() -> None:
             "",
             f"## `{result['model']}`, seeds {result['seeds']}",
             "",
-            meta_line(result.get("meta")),
+            *step_meta_lines(
+                [("the full data", r.get("meta")) for r in result["reference"]]
+                + [(r["strategy"], r.get("meta")) for r in result["rows"]],
+                result.get("meta"),
+            ),
             "",
             f"Full data ({ref['programs']:,.0f} training programs, {ref['records']:,.0f} "
             f"records): PCA {ref['pca']:.3f} ({ref['pca spread']:.3f}), peak@1 "

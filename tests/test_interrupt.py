@@ -1,5 +1,6 @@
 """Ctrl-C in a terminal (SIGINT to the whole process group) during a collection and a tuning:
-the batch in hand finishes on live workers, nothing bogus is stored, and a rerun resumes."""
+the batch in hand finishes on live workers, nothing bogus is stored, and a rerun resumes; a
+second Ctrl-C stops a collection at once, its store still whole."""
 
 import os
 import signal
@@ -42,9 +43,9 @@ def kernels():
     return out
 
 
-def _interrupted(script: str) -> subprocess.CompletedProcess:
+def _interrupted(script: str, times: int = 1) -> subprocess.CompletedProcess:
     """Run ``script`` in a process group of its own; when it prints ``go``, send SIGINT to the
-    whole group, as a terminal's Ctrl-C does."""
+    whole group ``times`` times, as a terminal's Ctrl-C does."""
     proc = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(PRELUDE) + textwrap.dedent(script)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -52,8 +53,9 @@ def _interrupted(script: str) -> subprocess.CompletedProcess:
     deadline = time.time() + 240
     for line in proc.stdout:
         if line.strip() == "go":
-            time.sleep(0.5)  # into the next batch's build or measurement
-            os.killpg(proc.pid, signal.SIGINT)
+            for _ in range(times):
+                time.sleep(0.5)  # into the next batch's build or measurement
+                os.killpg(proc.pid, signal.SIGINT)
             break
         assert time.time() < deadline, "the script never got going"
     out, err = proc.communicate(timeout=240)
@@ -77,6 +79,26 @@ def test_ctrl_c_during_collect_stores_nothing_bogus_and_resumes(tmp_path):
 
     stats = collect(str(out), kernels(), ["host-1core"], 8, 0)
     assert not stats.interrupted
+    records, _ = load_records(out)
+    assert len(records) == 3 * 8 and set(records["status"].to_pylist()) == {"ok"}
+
+
+def test_a_second_ctrl_c_stops_a_collection_at_once_and_it_resumes(tmp_path):
+    out = tmp_path / "ds"
+    script = f"""
+    from transtune.dataset import collect
+    go = lambda *_: print("go", flush=True)
+    collect({str(out)!r}, kernels(), ["host-1core"], 8, 0, go)
+    print("finished", flush=True)
+    """
+    done = _interrupted(script, times=2)
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr
+    assert "finished" not in done.stdout
+    records, _ = load_records(out)
+    assert set(records["status"].to_pylist()) <= {"ok"}  # the kernel in hand: not stored
+    from transtune.dataset import collect
+
+    assert not collect(str(out), kernels(), ["host-1core"], 8, 0).interrupted
     records, _ = load_records(out)
     assert len(records) == 3 * 8 and set(records["status"].to_pylist()) == {"ok"}
 

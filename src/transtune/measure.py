@@ -11,6 +11,11 @@ Worker processes ignore SIGINT: Ctrl-C in a terminal signals the whole process g
 worker killed by it would turn the candidates in flight into build or run errors, stored and
 counted as measured. The parent decides how to stop (after the batch in hand).
 
+A runner worker's own timer (TVM's popen worker answers "timeout" after ``timeout_sec``) has
+failed to fire once in hours of collection, leaving the worker blocked on a lock and the
+parent waiting forever: :func:`local_runner`'s runner (:class:`WatchedRunner`) times each
+candidate under a watchdog that kills a worker which stays silent well past its timeout.
+
 ``LocalRunner`` measures asynchronously: MetaSchedule generates and builds the next task's
 batch while one is being timed, on the same cores, which disturbs the timings on a small host
 (``benchmarks/overlap.py`` measures by how much). :class:`SyncRunner` makes any runner
@@ -28,6 +33,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -158,11 +164,12 @@ def local_runner(
     num_threads: int | None = None,
 ):
     """MetaSchedule's ``LocalRunner`` (one persistent worker) with the stated evaluator,
-    running kernels on ``num_threads`` threads (default: TVM's, one per core)."""
+    running kernels on ``num_threads`` threads (default: TVM's, one per core), under a
+    :class:`WatchedRunner`."""
     initializer = functools.partial(_runner_worker, num_threads)
-    return ms.runner.LocalRunner(
+    return WatchedRunner(ms.runner.LocalRunner(
         timeout_sec=timeout_sec, evaluator_config=evaluator, initializer=initializer
-    )
+    ))  # fmt: skip
 
 
 def _runner_worker(num_threads: int | None) -> None:
@@ -171,6 +178,55 @@ def _runner_worker(num_threads: int | None) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_num_threads(num_threads)
+
+
+@derived_object
+class WatchedRunner(ms.runner.PyRunner):
+    """A ``LocalRunner`` that times one candidate at a time under a watchdog: a candidate with
+    no answer after ``limit`` seconds (default: a minute past the runner's own timeout) has
+    its worker process killed (the next candidate starts a fresh one) and is reported as a
+    timeout."""
+
+    def __init__(self, runner, limit: float | None = None) -> None:
+        super().__init__()
+        self.runner = runner
+        self.limit = limit if limit is not None else runner.timeout_sec + 60.0
+
+    def run(self, runner_inputs: list) -> list:
+        out = []
+        for runner_input in runner_inputs:
+            killed = threading.Event()
+            watchdog = threading.Timer(self.limit, self._kill_worker, [killed])
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                (future,) = self.runner.run([runner_input])
+                result = future.result()
+            finally:
+                watchdog.cancel()
+            if killed.is_set():
+                why = f"Timeout: no answer after {self.limit:.0f} s, worker killed by the watchdog"
+                result = ms.runner.RunnerResult(None, why)
+            out.append(_Done(result))
+        return out
+
+    def _kill_worker(self, killed: threading.Event) -> None:
+        """Kill the worker process (and its children): the waiting ``recv`` then reads end of
+        file, and the pool starts a new worker for the next candidate. TVM keeps the worker
+        in private fields (``PopenPoolExecutor._worker_map``, ``PopenWorker._proc``)."""
+        import psutil
+
+        killed.set()
+        for worker in list(self.runner.pool._worker_map.values()):
+            proc = worker._proc
+            if proc is None:
+                continue
+            try:
+                process = psutil.Process(proc.pid)
+                for child in [*process.children(recursive=True), process]:
+                    child.kill()
+            except psutil.NoSuchProcess:
+                continue
 
 
 @derived_object

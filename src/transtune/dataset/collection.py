@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -150,10 +151,18 @@ def collect(
     stats = CollectStats()
     start = time.perf_counter()
     # Ctrl-C stops after the kernel being measured (an interrupt inside TVM's builder would
-    # surface as an FFI error instead); every file written so far is whole.
+    # surface as an FFI error instead), a second one at once (that kernel's measurements not
+    # yet written are lost); every file written so far is whole.
     stop = threading.Event()
+
+    def interrupt(*_) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("stopping after this kernel (Ctrl-C again: now)", file=sys.stderr, flush=True)
+
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if main else None
+    previous = signal.signal(signal.SIGINT, interrupt) if main else None
     try:
         with warm_builder() as builder:
             for dk in kernels:
