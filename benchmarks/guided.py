@@ -1,12 +1,13 @@
-"""Guided search benchmark -> docs/results/guided.md (+ guided.png).
+"""Guided search benchmark -> docs/results/guided.md (+ guided_<hardware id>.png).
 
 On zoo models held out of the cost model's training data, tuning runs per model and seed from
 the same start (an empty library for the model), one after the other, each in a fresh process,
 alone on the host:
 
 - ``stock``: MetaSchedule's evolutionary search with its XGBoost cost model from scratch, for
-  ``--stock-budget`` (longer than the others: the reference every arm is measured against,
-  run until its curve flattens; the page states how much its last quarter still improved);
+  at least ``--stock-budget`` seconds and then on until its curve flattens (``FLAT``:
+  its last quarter of time cut the estimate by under 2%), at most ``--stock-max``: the
+  reference every arm is measured against; the page states how much its last quarter cut;
 - ``guided``: the same search scored by the pre-trained cost model (``LearnedCostModel``,
   updated online from the new measurements), with ``GUIDED_SEARCH``'s smaller population;
 - ``transfer+guided``: transfer-tuning from the shipped schedule library with the model held
@@ -30,11 +31,12 @@ share of the time the stock run took to get there; means and spreads over the se
 
     python benchmarks/guided.py train [--epochs 15]     # checkpoint without the held-out nets
     python benchmarks/guided.py run [--models m1,m2] [--seeds 0,1,2] [--budget 1200]
-        [--stock-budget 2400] [--arms stock,guided,...]
-    python benchmarks/guided.py report [--hardware ID]   # one configuration's runs
+        [--stock-budget 2400] [--stock-max 7200] [--arms stock,guided,...]
+    python benchmarks/guided.py report [--hardware ID]   # the summary takes ID's figures
 
 Runs are kept per hardware id (``docs/results/guided/<id>/``): arms and seeds compare only on
-the configuration they ran on; the report renders one (default: the one with the most runs).
+the configuration they ran on; the page has a section per configuration, and the summary's
+figures are one's (default: the one with the most runs).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ FINE_TUNE_SHARE = 0.05  # of the configuration's kernels: the seed paper's "at m
 # trained from scratch needs to learn from; a pre-trained model's top 16 are worth measuring,
 # so the guided arms spread the same time over more rounds (and more kernels early on).
 PER_ITER = {"stock": 64, "guided": 16, "transfer+guided": 16, "stock@16": 16}
+FLAT = 0.02  # the stock arm runs on until its last quarter of time cut the estimate by less
 
 
 def train(epochs: int) -> None:
@@ -114,14 +117,25 @@ def fine_tune(hardware: str, seed: int = 0) -> Path:
     return out
 
 
-def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path, out: Path):
-    """One tuning run, in this process."""
+def arm(
+    model_name: str,
+    which: str,
+    budget: float,
+    seed: int,
+    checkpoint: Path,
+    out: Path,
+    stock_max: float | None = None,
+):
+    """One tuning run, in this process (the stock arm runs on past ``budget`` while its curve
+    falls, up to ``stock_max`` seconds)."""
     from transtune.library import open_library
     from transtune.transfer.search import measured_per_kernel
-    from transtune.tuning import GUIDED_SEARCH
+    from transtune.tuning import GUIDED_SEARCH, Flattening
     from transtune.workflow import Workflow
 
     kind = base(which)
+    run_on = (Flattening(max(budget, stock_max or budget), tolerance=FLAT) if kind == "stock"
+              else None)  # fmt: skip
     search = None if kind == "stock" else GUIDED_SEARCH
     guide = None if kind.startswith("stock") else checkpoint
     offset, start_points, excluded, transfer = 0.0, [], 0, {}
@@ -143,11 +157,12 @@ def arm(model_name: str, which: str, budget: float, seed: int, checkpoint: Path,
                 start_points = [(0, 0.0, result.untuned_latency),
                                 (0, offset, result.estimated_latency)]  # fmt: skip
             tuned = wf.tune(time_budget=budget - offset, num_trials_per_iter=PER_ITER[kind],
-                            search=search, seed=seed)  # fmt: skip
+                            search=search, seed=seed, run_on=run_on)  # fmt: skip
             threads, kernels = wf.config.num_threads, len(wf.kernels)
     curve = start_points + [(t, offset + s, lat) for t, s, lat in tuned.curve]
     write_result(out, {
         "model": model_name, "arm": which, "seed": seed, "budget": budget,
+        "run_on": run_on and run_on.__dict__,
         "checkpoint": str(checkpoint.relative_to(ROOT)) if checkpoint.is_relative_to(ROOT)
         else str(checkpoint),
         "exact_matches_excluded": excluded, "transfer_seconds": offset, **transfer,
@@ -160,7 +175,7 @@ def result_path(hardware: str, model: str, which: str, seed: int) -> Path:
     return DATA / hardware / f"{model}_{which}_s{seed}.json"
 
 
-def run(models, arms, seeds, budget: float, stock_budget: float) -> None:
+def run(models, arms, seeds, budget: float, stock_budget: float, stock_max: float) -> None:
     from transtune.targets import get_config
 
     hardware = get_config("host").name
@@ -176,7 +191,8 @@ def run(models, arms, seeds, budget: float, stock_budget: float) -> None:
                 checkpoint = fine_tune(hardware) if which.endswith("+ft") else CHECKPOINT
                 subprocess.run(
                     [sys.executable, __file__, "arm", model, which, "--budget", str(seconds),
-                     "--seeds", str(seed), "--checkpoint", str(checkpoint), "--out", str(out)],
+                     "--stock-max", str(stock_max), "--seeds", str(seed),
+                     "--checkpoint", str(checkpoint), "--out", str(out)],
                     check=True,
                 )  # fmt: skip
 
@@ -218,11 +234,11 @@ def kernel_count(by_arm: dict[str, dict[int, dict]]) -> int | None:
                 if "kernels" in r), default=None)  # fmt: skip
 
 
-def flattening(curve: list) -> float:
-    """How much better the final estimate is than at three quarters of the run's time."""
-    end = curve[-1][1]
-    at = next(lat for _, s, lat in reversed(curve) if s <= 0.75 * end)
-    return at / curve[-1][2] - 1
+def last_quarter(curve: list) -> float:
+    """How much of its estimate a run's last quarter of time took off."""
+    from transtune.tuning import Flattening
+
+    return Flattening(curve[-1][1]).last_cut(curve)
 
 
 def _trained_on(checkpoint: str, hardware: str) -> str:
@@ -239,13 +255,8 @@ def _trained_on(checkpoint: str, hardware: str) -> str:
 
 
 def report(hardware: str | None = None) -> None:
-    """guided.md for the runs on ``hardware`` (default: the hardware id with the most runs)."""
-    import matplotlib
-    import numpy as np
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """guided.md: a section per configuration with runs; the summary's figures come from
+    ``hardware``'s (default: the hardware id with the most runs), which comes first."""
     from transtune.targets import hardware_name
     from transtune.tuning import GUIDED_SEARCH
 
@@ -253,6 +264,61 @@ def report(hardware: str | None = None) -> None:
     ran = {p.name: len(list(p.glob("*.json"))) for p in folders}
     hardware = hardware_name(hardware) if hardware else max(ran, key=lambda h: (ran[h], h),
                                                             default="none")  # fmt: skip
+    lines = [
+        "# Tuning guided by the pre-trained cost model",
+        "",
+        "Written by `benchmarks/guided.py`, one section per CPU configuration (its hardware "
+        f"id); the summary's `guided.*` figures are `{hardware}`'s. "
+        "`data/costmodel/attention-by-model.json`, the guided arms' cost model, was trained on "
+        "`data/dataset` without the kernels of TenSet's held-out networks (so none of these "
+        f"models' kernels); the `+ft` arms' copy of it was then fine-tuned on "
+        f"{FINE_TUNE_SHARE:.0%} of the configuration's kernels (a seeded draw, none of the "
+        "held-out models'; a tenth of the learning rate, the epoch picked on a fifth of those "
+        "kernels). Donor library for transfer: `data/library/zoo-host.db`, without the "
+        "model's own tunings (any lowering) and any workload identical to one of its kernels. "
+        "Every run alone on the host, in a fresh process, from an empty library for the model; "
+        "every clock starts after kernel extraction and the untuned measurement; the transfer "
+        "step counts in the time. Candidates per search round: "
+        + ", ".join(f"{a} {n}" for a, n in PER_ITER.items())
+        + f". Evolutionary search population: stock 512 (MetaSchedule's default), the others "
+        f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`; `stock@16` "
+        "differs from `guided` in the cost model alone). Transfer measures the 2 donor "
+        "schedules per kernel the cost model scores best if it was trained on this CPU, else "
+        "every replayed one, up to 8.",
+        "",
+        "Final: the estimate at the end of each arm's run (mean over the seeds with a stock "
+        "run), after the seconds given; rounds a kernel: the trials measured over the round "
+        "size and the model's kernels (MetaSchedule's gradient task scheduler gives every "
+        "kernel one round in turn, largest share first, before it favours the kernels of the "
+        "largest weighted latency per round; below 1, some kernels were never searched). "
+        "Share: the first point of an arm's curve at or below the same seed's stock final "
+        "estimate, over the time stock took to get there; mean over seeds (spread = max - "
+        "min). Stock ran: its mean seconds (at least its budget, then on while its curve fell, "
+        f"up to a cap). Stock's last quarter: how much of its estimate the last quarter of its "
+        f"time took off (under {FLAT:.0%}: flattened; runs made before the stock arm ran on "
+        "stopped at their budget). Goals: guided <= 25%, transfer+guided <= 10% of stock's "
+        "time.",
+        "",
+    ]
+    order = [hardware] + sorted(h for h in ran if h != hardware)
+    for h in order:
+        section, figures, latest = _section(h)
+        lines += section
+        if h == hardware and figures:
+            merge_summary("guided", figures, meta=latest)
+    (OUT / "guided.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+def _section(hardware: str) -> tuple[list[str], dict, dict | None]:
+    """One configuration's section of guided.md and its plot; its summary figures (none
+    where some arm has no mean share) and its latest run's metadata."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     done = runs(hardware)
     guides = sorted({r["checkpoint"] for arms in done.values() for which, by_seed in arms.items()
                      if not which.startswith("stock") for r in by_seed.values()})  # fmt: skip
@@ -267,49 +333,32 @@ def report(hardware: str | None = None) -> None:
         for seed, r in by_seed.items()
     }
     lines = [
-        "# Tuning guided by the pre-trained cost model",
+        f"## `{hardware}`",
         "",
-        f"Written by `benchmarks/guided.py`. Configuration `{hardware}` (runs on other "
-        "configurations, not on this page: "
-        + (", ".join(f"`{h}` {n} files" for h, n in ran.items() if h != hardware) or "none")
-        + "). Cost model of the guided arms: "
+        "Cost model of the guided arms: "
         + (", ".join(f"`{g}` ({_trained_on(g, hardware)})" for g in guides) or "none ran")
-        + "; `data/costmodel/attention-by-model.json` was trained on `data/dataset` without "
-        "the kernels of TenSet's held-out networks (so none of these models' kernels); the "
-        f"`+ft` arms' copy of it was then fine-tuned on {FINE_TUNE_SHARE:.0%} of this "
-        "configuration's kernels (a seeded draw, none of the held-out models'; a tenth of the "
-        "learning rate, the epoch picked on a fifth of those kernels)"
-        + ". Donor library for transfer: `data/library/zoo-host.db`, without the model's own "
-        "tunings (any lowering) and any workload identical to one of its kernels. Every run "
-        "alone on the host, in a fresh process, from an empty library for the model; every "
-        "clock starts after "
-        "kernel extraction and the untuned measurement; the transfer step counts in the time. "
-        "Candidates per search round: "
-        + ", ".join(f"{a} {n}" for a, n in PER_ITER.items())
-        + f". Evolutionary search population: stock 512 (MetaSchedule's default), the others "
-        f"{GUIDED_SEARCH['population_size']} (`transtune.tuning.GUIDED_SEARCH`; `stock@16` "
-        "differs from `guided` in the cost model alone). Transfer measures the 2 donor "
-        "schedules per kernel the cost model scores best if it was trained on this CPU, else "
-        "every replayed one, up to 8 (here: "
+        + ". Donor schedules measured per kernel by transfer: "
         + (", ".join("all" if t in ("None", "all") else t for t in tops) or "no transfer run")
-        + ").",
+        + ".",
         "",
         *meta_lines(metas),
         "",
     ]
     if not models:
-        lines.append(f"No stock run on `{hardware}` on these terms yet, so nothing to compare "
-                     "(`python benchmarks/guided.py run`).")  # fmt: skip
+        lines += [f"No stock run on `{hardware}` on these terms yet, so nothing to compare "
+                  "(`python benchmarks/guided.py run`).", ""]  # fmt: skip
+        return lines, {}, None
     compared = [a for a in ARMS[1:] if any(a in done[m] for m in models)]
     lines += [
-        "| model | seeds | stock s | stock final ms | stock's last quarter | "
+        "| model | seeds | stock budget s | stock ran s | stock final ms | "
+        "stock's last quarter | "
         + " | ".join(f"{a}: share of stock's time (spread)" for a in compared) + " |",
-        "|---|---:|---:|---:|---:|" + "---:|" * len(compared),
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(compared),
     ]  # fmt: skip
     means: dict[str, list[float]] = {a: [] for a in compared}
-    fig, axes = plt.subplots(1, max(1, len(models)), figsize=(5 * max(1, len(models)), 3.8))
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.8))
     axes = np.atleast_1d(axes)
-    for ax, model in zip(axes, models, strict=False):
+    for ax, model in zip(axes, models, strict=True):
         by_arm = done[model]
         stock = list(by_arm["stock"].values())
         cells = []
@@ -326,8 +375,9 @@ def report(hardware: str | None = None) -> None:
                             else "") if reached else "never")  # fmt: skip
         lines.append(
             f"| {model} | {len(stock)} | {stock[0]['budget']:.0f} "
+            f"| {np.mean([r['curve'][-1][1] for r in stock]):.0f} "
             f"| {1e3 * np.mean([r['curve'][-1][2] for r in stock]):.2f} "
-            f"| {np.mean([flattening(r['curve']) for r in stock]):.1%} | "
+            f"| {np.mean([last_quarter(r['curve']) for r in stock]):.1%} | "
             + " | ".join(cells)
             + " |"
         )
@@ -361,28 +411,18 @@ def report(hardware: str | None = None) -> None:
         lines.append(f"| {model} | {count or '?'} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Final: the estimate at the end of each arm's budget (mean over the seeds with a stock "
-        "run), after the "
-        "seconds given; rounds a kernel: the trials measured over the round size and the "
-        "model's kernels (MetaSchedule's gradient task scheduler gives every kernel one round "
-        "in turn, largest share first, before it favours the kernels of the largest weighted "
-        "latency per round; below 1, some kernels were never searched). Share: the first "
-        "point of an arm's curve at or below the same seed's "
-        "stock final estimate, over the time stock took to get there; mean over seeds "
-        "(spread = max - min). Stock's last quarter: how much better its final estimate is "
-        "than at three quarters of its time (near 0: flattened). Mean share over the models "
-        "where every seed reached it: "
+        "Mean share over the models where every seed reached it: "
         + (", ".join(f"{w} {m:.0%}" for w, m in mean.items()) or "none")
-        + ". Goals: guided <= 25%, transfer+guided <= 10%.",
+        + ".",
         "",
-        "![curves](guided.png)",
+        f"![curves](guided_{hardware}.png)",
         "",
     ]
     fig.tight_layout()
-    fig.savefig(OUT / "guided.png", dpi=110)
+    fig.savefig(OUT / f"guided_{hardware}.png", dpi=110)
     plt.close(fig)
-    (OUT / "guided.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    latest = max(filter(None, metas.values()), key=lambda m: m.get("date", ""), default=None)
+    figures = {}
     if mean:  # an arm that never reached stock's final in some seed has no mean share
         figures = {"guided.seeds": min(len(done[m]["stock"]) for m in models)}
         figures.update({f"guided.{key}": mean[arm] for arm, key in
@@ -390,8 +430,7 @@ def report(hardware: str | None = None) -> None:
                          ("guided+ft", "ft_mean_share"),
                          ("transfer+guided+ft", "transfer_ft_mean_share"))
                         if arm in mean})  # fmt: skip
-        latest = max(filter(None, metas.values()), key=lambda m: m.get("date", ""), default=None)
-        merge_summary("guided", figures, meta=latest)
+    return lines, figures, latest
 
 
 def main() -> None:
@@ -403,7 +442,15 @@ def main() -> None:
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budget", type=float, default=1200.0, help="seconds, the guided arms")
-    parser.add_argument("--stock-budget", type=float, default=2400.0, help="seconds, stock")
+    parser.add_argument(
+        "--stock-budget", type=float, default=2400.0, help="seconds, stock at least"
+    )
+    parser.add_argument(
+        "--stock-max",
+        type=float,
+        default=7200.0,
+        help="seconds, stock at most (it runs on while its curve falls)",
+    )
     parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT, help="arm: its model")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
@@ -416,10 +463,25 @@ def main() -> None:
     if args.step == "train":
         train(args.epochs)
     elif args.step == "arm":
-        arm(args.model, args.which, args.budget, seeds[0], args.checkpoint.resolve(), args.out)
+        arm(
+            args.model,
+            args.which,
+            args.budget,
+            seeds[0],
+            args.checkpoint.resolve(),
+            args.out,
+            args.stock_max,
+        )
     elif args.step == "run":
-        run(args.models.split(","), args.arms.split(","), seeds, args.budget, args.stock_budget)
-        report(args.hardware or "host")
+        run(
+            args.models.split(","),
+            args.arms.split(","),
+            seeds,
+            args.budget,
+            args.stock_budget,
+            args.stock_max,
+        )
+        report(args.hardware)
     else:
         report(args.hardware)
 

@@ -272,7 +272,10 @@ def test_schedule_tokens_read_off_the_trace_match_its_json():
     assert checked >= 6
 
 
-@pytest.mark.parametrize("kind", ["xgb", "attention"])
+@pytest.mark.parametrize(
+    "kind",
+    ["xgb", pytest.param("attention", marks=pytest.mark.slow)],  # the same adapter
+)
 def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path, kind):
     from transtune.costmodel.metaschedule import LearnedCostModel
     from transtune.library import open_library
@@ -307,6 +310,7 @@ def test_a_trained_model_guides_metaschedule_and_learns_online(data, tmp_path, k
     assert max(scored) <= GUIDED_SEARCH["population_size"] < 512
 
 
+@pytest.mark.slow  # about 60 s; the gate's rule is tested below (make test-slow)
 def test_a_trained_model_picks_which_transferred_schedules_to_measure(data, tmp_path, monkeypatch):
     from transtune.costmodel.metaschedule import LearnedCostModel
     from transtune.library import open_library, target_key

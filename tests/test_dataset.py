@@ -73,6 +73,7 @@ def test_collect_measures_every_sample_on_every_configuration(collected, kernels
     assert features and all(len(f["values"]) == 164 * f["n_stores"] for f in features)
 
 
+@pytest.mark.slow  # about 60 s; the Ctrl-C tests resume a collection too (make test-slow)
 def test_resume_measures_only_what_is_missing(collected, kernels):
     out, _ = collected
     again = collect(str(out), kernels, CONFIGS, per_kernel=3, seed=0)

@@ -83,6 +83,7 @@ def test_ctrl_c_during_collect_stores_nothing_bogus_and_resumes(tmp_path):
     assert len(records) == 3 * 8 and set(records["status"].to_pylist()) == {"ok"}
 
 
+@pytest.mark.slow  # about 35 s; the first Ctrl-C's test above stays (make test-slow)
 def test_a_second_ctrl_c_stops_a_collection_at_once_and_it_resumes(tmp_path):
     out = tmp_path / "ds"
     script = f"""

@@ -16,7 +16,7 @@ from transtune.library import LibraryError, open_library
 from transtune.library.database import LibraryDatabase
 from transtune.measure import FLUSH_EVALUATOR, SyncRunner, local_runner
 from transtune.targets import get_config
-from transtune.tuning import Convergence, tune, tune_kernels
+from transtune.tuning import Convergence, Flattening, tune, tune_kernels
 
 TINY = textwrap.dedent(
     """
@@ -132,6 +132,7 @@ def test_sigkill_mid_tuning_then_resume_loses_nothing(tmp_path):
         assert set(seen) <= {r.id for r in lib.records()}
 
 
+@pytest.mark.slow  # about 70 s (make test-slow)
 def test_a_resumed_search_never_times_a_stored_schedule_again(tmp_path):
     # MetaSchedule's evolutionary search seeds its population with the database's best
     # schedules but remembers only what it measured itself; a model that scores those best,
@@ -173,12 +174,26 @@ def test_a_resumed_search_never_times_a_stored_schedule_again(tmp_path):
     assert len(set(traces)) == 32  # and none of them was timed again
 
 
-@pytest.mark.parametrize("budget", [{"time_budget": 1.0}])
-def test_time_budget_stops_tuning(tmp_path, budget):
+def test_flattening_rule_reads_the_last_quarter_of_the_model_curve():
+    rule = Flattening(max_seconds=100)  # the last quarter of the time cutting under 2%
+    curve = [(0, 0.0, 10.0), (8, 10.0, 5.0), (16, 30.0, 4.0), (24, 60.0, 3.95)]
+    assert rule.last_cut(curve) == pytest.approx(0.05 / 4.0)  # since 45 s: from 4.0 at 30 s
+    assert rule.reached(curve)
+    assert not rule.reached(curve[:-1])  # since 22.5 s: from 5.0 to 4.0
+    assert not rule.reached([])
+
+
+def test_time_budget_stops_tuning_and_a_falling_curve_runs_it_on(tmp_path):
     with open_library(tmp_path / "lib.db") as lib:
-        result = tune(tiny_mlp(), lib, "host", num_trials_per_iter=8, **budget)
-    assert result.stopped == "time"
-    assert 8 <= result.new_trials <= 16
+        first = tune(tiny_mlp(), lib, "host", num_trials_per_iter=8, time_budget=1.0)
+        assert first.stopped == "time" and 8 <= first.new_trials <= 16
+        # Never flat (no cut is below 0%): the resumed session goes on past its budget to
+        # its cap (seconds in all, the first session's included), a batch at least beyond.
+        never = Flattening(max_seconds=2.5 * first.curve[-1][1], tolerance=0.0)
+        more = tune(tiny_mlp(), lib, "host", num_trials_per_iter=8, time_budget=1.0,
+                    run_on=never)  # fmt: skip
+        assert more.stopped == "time" and more.new_trials >= 16
+        assert more.curve[-1][1] >= never.max_seconds
 
 
 def test_convergence_rule_reads_the_last_quarter_of_a_kernel_curve():
@@ -222,6 +237,7 @@ def test_tune_until_converged_stops_each_kernel_and_resumes_compacted(tmp_path):
         assert (again.stopped, again.new_trials, again.kernels[0].trials) == ("done", 0, 24)
 
 
+@pytest.mark.slow  # about 20 s (make test-slow)
 def test_tuning_from_a_worker_thread(tmp_path):
     import threading
 

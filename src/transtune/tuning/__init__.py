@@ -22,6 +22,8 @@ With ``until=Convergence()`` each kernel is tuned until its own curve flattens (
 reference of the transfer issue): its search ends once it has at least 256 measured candidates
 and the last quarter of them improved its best by less than 2%. Kernel curves survive
 :meth:`~transtune.library.Library.compact`, so a compacted library resumes with its counts.
+With ``run_on=Flattening(max_seconds)`` a session given a time budget goes on past it while
+the model's curve still falls (its last quarter of time cut the estimate by 2% or more).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from ..measure import (
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, extract_kernels
 from .session import BudgetedSearch, _Tuner, search_kernels
-from .state import Convergence, KernelState, TuneResult, estimate_latency
+from .state import Convergence, Flattening, KernelState, TuneResult, estimate_latency
 
 GUIDED_SEARCH = {"population_size": 128}
 """Evolutionary search options for a pre-trained cost model (``LearnedCostModel``): a quarter
@@ -93,6 +95,7 @@ def tune_kernels(
     runner=None,
     device: dict | None = None,
     until: Convergence | None = None,
+    run_on: Flattening | None = None,
 ) -> TuneResult:
     """Tune ``kernels`` (of the model ``name``) into ``library``; see the module docstring.
 
@@ -104,6 +107,7 @@ def tune_kernels(
     MetaSchedule's evolutionary search (e.g. :data:`GUIDED_SEARCH`). ``device``: the measuring
     device's hardware descriptor (``HardwareDescriptor.as_dict()``), kept with the run.
     ``until``: tune each kernel until it converges (``per_kernel`` then caps it).
+    ``run_on``: with ``time_budget``, go on past it until the model's curve has flattened.
     """
     if trials is None and time_budget is None and until is None:
         raise ValueError("give a trial budget, a time budget, a convergence rule, or several")
@@ -115,7 +119,8 @@ def tune_kernels(
         {"trials": trials, "per_kernel": per_kernel, "seed": seed,
          "cost_model": cost_model if isinstance(cost_model, str) else type(cost_model).__name__,
          "search": search, "device": device,
-         "until": None if until is None else until.__dict__},
+         "until": None if until is None else until.__dict__,
+         "run_on": None if run_on is None else run_on.__dict__},
     )  # fmt: skip
     if runner is None:
         runner = SyncRunner(local_runner(EVALUATOR, num_threads=config.num_threads))
@@ -146,7 +151,7 @@ def tune_kernels(
             done_trials = sum(s.trials for s in states)
             per_kernel = per_kernel if per_kernel is not None else trials
             remaining = None if trials is None else max(0, trials - done_trials)
-            tuner = _Tuner(library, run_id, states, remaining, on_update, until)
+            tuner = _Tuner(library, run_id, states, remaining, on_update, until, run_on)
             todo = [
                 i
                 for i, s in enumerate(states)
@@ -185,6 +190,7 @@ __all__ = [
     "GUIDED_SEARCH",
     "BudgetedSearch",
     "Convergence",
+    "Flattening",
     "KernelState",
     "TuneResult",
     "estimate_latency",

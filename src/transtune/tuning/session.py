@@ -15,7 +15,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..library.database import trace_key
-from .state import Convergence, KernelState, estimate_latency
+from .state import Convergence, Flattening, KernelState, estimate_latency
 
 SEARCH_AGAIN = 4  # times a batch of only stored schedules is searched again
 
@@ -105,13 +105,14 @@ class _Progress(ms.measure_callback.PyMeasureCallback):
 class _Tuner:
     """State of one tuning session (see :func:`tune`)."""
 
-    def __init__(self, library, run_id, states, max_new, on_update, until=None):
+    def __init__(self, library, run_id, states, max_new, on_update, until=None, run_on=None):
         self.library = library
         self.run_id = run_id
         self.states = states  # every kernel of the model
         self.task_states: list[KernelState] = []  # the kernels being tuned, by task id
         self.max_new = max_new
         self.until: Convergence | None = until
+        self.run_on: Flattening | None = run_on
         self.deadline: float | None = None
         self.on_update = on_update
         self.new_trials = 0
@@ -196,10 +197,18 @@ class _Tuner:
         if self.stop_reason is None:
             if self.max_new is not None and self.new_trials >= self.max_new:
                 self.stop_reason = "budget"
-            elif self.deadline is not None and time.perf_counter() >= self.deadline:
+            elif (self.deadline is not None and time.perf_counter() >= self.deadline
+                  and not self.falling()):  # fmt: skip
                 self.stop_reason = "time"
         if self.on_update is not None:
             self.on_update(self)
+
+    def falling(self) -> bool:
+        """Whether the ``run_on`` rule keeps the session going past its deadline."""
+        rule = self.run_on
+        return (
+            rule is not None and self.elapsed() < rule.max_seconds and not rule.reached(self.curve)
+        )
 
     def should_stop(self) -> bool:
         return self.stop_reason is not None

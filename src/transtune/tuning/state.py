@@ -38,6 +38,27 @@ class Convergence:
         return max(0, (min(need, cap) if cap is not None else need) - trials)
 
 
+@dataclass(frozen=True)
+class Flattening:
+    """When a model's tuning curve has flattened: the last ``tail`` of its seconds cut its
+    estimated latency by less than ``tolerance``. A session given it runs on past its time
+    budget until it holds, for at most ``max_seconds`` of tuning in all."""
+
+    max_seconds: float
+    tail: float = 0.25
+    tolerance: float = 0.02
+
+    def last_cut(self, curve: list[tuple[int, float, float]]) -> float:
+        """The share of the estimate that the last ``tail`` of a (trials, seconds, estimated
+        latency) curve's time took off."""
+        end, now = curve[-1][1], curve[-1][2]
+        before = next(lat for _, s, lat in reversed(curve) if s <= (1 - self.tail) * end)
+        return (before - now) / before if before > 0 else 0.0
+
+    def reached(self, curve: list[tuple[int, float, float]]) -> bool:
+        return bool(curve) and self.last_cut(curve) < self.tolerance
+
+
 @dataclass
 class KernelState:
     """Tuning progress of one kernel."""
