@@ -76,7 +76,7 @@ def test_tuning_survives_a_server_dying_mid_run(tmp_path):
         assert again.count_records() == 24
 
 
-@pytest.mark.slow  # about 60 s; the local collection's tests cover the same steps (make test-slow)
+@pytest.mark.slow  # about 60 s (make test-slow); the local collection's tests stay
 def test_dataset_collection_and_descriptor_through_rpc(tmp_path):
     kernel = matmul_kernel()
     with LocalCluster(1, "dev", port=free_port()) as cluster:
