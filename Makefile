@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow lint lock bench-zoo clean
+.PHONY: setup demo test test-slow lint lock library bench-zoo clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,14 @@ test-slow: setup
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+
+# The shipped library regenerated on this host's CPU (its hardware id): MINUTES more of the
+# resumable reference queue (benchmarks/reference.py), then its best records merged into
+# data/library/zoo-host.db. Repeat until reference.py report shows every model finished.
+MINUTES ?= 60
+library: setup
+	$(PY) benchmarks/reference.py run --minutes $(MINUTES)
+	$(PY) benchmarks/transfer.py library
 
 bench-zoo: setup
 	$(PY) benchmarks/zoo.py

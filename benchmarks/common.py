@@ -17,6 +17,9 @@ from transtune.files import write_text_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY = ROOT / "docs" / "results" / "summary.json"
+# The shipped schedule library (``make demo`` copies it): the best records of every CPU's
+# references (``reference.py``), merged in by ``transfer.py library``.
+SHIPPED = ROOT / "data" / "library" / "zoo-host.db"
 # The shipped cost model (``make demo`` guides with it), trained by ``guided.py train``.
 CHECKPOINT = ROOT / "data" / "costmodel" / "attention-by-model.json"
 VALIDATION = 0.1  # share of the training kernels our networks pick their epoch on

@@ -48,13 +48,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import CHECKPOINT, merge_summary, meta_lines, time_to_reach, write_result
+from common import (
+    CHECKPOINT,
+    SHIPPED,
+    merge_summary,
+    meta_lines,
+    time_to_reach,
+    write_result,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "guided"
 DATASET = ROOT / "data" / "dataset"
-LIBRARY = ROOT / "data" / "library" / "zoo-host.db"
 # Held out of the cost model's training data (TenSet's held-out networks); the transfer arm
 # leaves the library's schedules of them out of its donors.
 MODELS = ("mobilenet_v2", "resnext50_32x4d", "bert_base")
@@ -142,14 +148,14 @@ def arm(
     with tempfile.TemporaryDirectory() as tmp, open_library(Path(tmp) / "lib.db") as lib:
         with Workflow(model_name, lib, "host", cost_model=guide) as wf:
             if kind == "transfer+guided":
-                with open_library(LIBRARY, read_only=True) as shipped:
+                with open_library(SHIPPED, read_only=True) as shipped:
                     same = {shipped.find_workload(k.mod) for k in wf.kernels} - {None}
                     # the model's own tunings (in other lowerings) are held out too
                     lib.merge(shipped, exclude=same, exclude_models=[model_name])
                 excluded = len(same)
                 donors = lib.info()["models"]
                 if model_name in donors or lib.tune_run(model_name):  # its own tuning
-                    raise SystemExit(f"{LIBRARY} holds {model_name}'s own tuned schedules")
+                    raise SystemExit(f"{SHIPPED} holds {model_name}'s own tuned schedules")
                 measure_top = measured_per_kernel(wf.cost_model, wf.config, None)
                 result = wf.transfer(donors=donors, measure_top=measure_top)
                 transfer = {"transfer_measure_top": measure_top}  # None: every replayed one
@@ -234,11 +240,11 @@ def kernel_count(by_arm: dict[str, dict[int, dict]]) -> int | None:
                 if "kernels" in r), default=None)  # fmt: skip
 
 
-def last_quarter(curve: list) -> float:
+def last_quarter(curve: list) -> float | None:
     """How much of its estimate a run's last quarter of time took off."""
-    from transtune.tuning import Flattening
+    from transtune.tuning import tail_cut
 
-    return Flattening(curve[-1][1]).last_cut(curve)
+    return tail_cut((s, lat) for _, s, lat in curve)
 
 
 def _trained_on(checkpoint: str, hardware: str) -> str:

@@ -28,6 +28,7 @@ library as a copy of the converged one it extends, so that only its new kernels 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -225,6 +226,7 @@ def progress() -> list[dict]:
                 continue
             curve, kernels = lib.curve(run_id), lib.kernel_curves(run_id)
             weights = lib.model_weights(model)
+            cap = MAX_PER_KERNEL if model in REFERENCE else COVERAGE_PER_KERNEL
             if model in REFERENCE:
                 left = sum(rule.trials_left(kernels.get(w, []), MAX_PER_KERNEL) for w in weights)
             else:
@@ -236,7 +238,7 @@ def progress() -> list[dict]:
                 "converged": sum(map(rule.reached, kernels.values())),
                 # Kernels a finished tuning left short of the rule and of the cap: MetaSchedule
                 # found no new candidate in their design space (a transpose has 3 at all).
-                "exhausted": sum(not rule.reached(c) and c[-1][0] < MAX_PER_KERNEL
+                "exhausted": sum(not rule.reached(c) and c[-1][0] < cap
                                  for c in kernels.values()) if lib.get_meta(FINISHED) else 0,
                 "left": 0 if lib.get_meta(FINISHED) else left,
                 "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
@@ -244,6 +246,52 @@ def progress() -> list[dict]:
                 "mib": path.stat().st_size / 2**20,
             })  # fmt: skip
     return rows
+
+
+def zoo_classes(lowering: str = LOWERING) -> dict[str, list[str]]:
+    """Each zoo model's kernel classes lowered as ``lowering``, extracted once (minutes for
+    the whole zoo) and kept in ``docs/results/reference/zoo_classes-<lowering>.json``."""
+    from common import write_result
+
+    from transtune.frontend import from_zoo
+    from transtune.tasks import extract_kernels
+
+    path = ROOT / "docs" / "results" / "reference" / f"zoo_classes-{lowering}.json"
+    models = json.loads(path.read_text())["models"] if path.is_file() else {}
+    for name in (m for m in REFERENCE + COVERAGE if m not in models):
+        kernels = extract_kernels(from_zoo(name).mod, config(lowering))
+        models[name] = sorted({k.kernel_class for k in kernels})
+        write_result(path, {"lowering": lowering, "models": models})
+    return models
+
+
+def coverage(lowering: str = LOWERING) -> list[dict]:
+    """Per hardware id with records in the shipped library in ``lowering``'s layout: which of
+    the zoo's kernel classes it holds a schedule of, and the zoo models it covers whole."""
+    from common import SHIPPED
+
+    from transtune.library import open_library
+
+    classes = zoo_classes(lowering)
+    zoo = set().union(*map(set, classes.values()))
+    layout, prepack = LOWERINGS[lowering][:2]
+    held: dict[str, set[str]] = {}
+    with open_library(SHIPPED, read_only=True) as lib:
+        class_of = lib.kernel_classes()
+        for key in lib.target_keys():
+            spec = json.loads(key)
+            if (spec.get("layout", "NCHW"), spec.get("prepack", False)) != (layout, prepack):
+                continue
+            best = lib.best_by_class(None, key)
+            held.setdefault(spec.get("hardware", key), set()).update(
+                class_of[wid] for wid, *_ in best
+            )  # fmt: skip
+    return [
+        {"hardware": hw, "classes": len(have & zoo), "zoo_classes": len(zoo),
+         "missing": sorted(zoo - have),
+         "models": sorted(m for m, c in classes.items() if set(c) <= have)}
+        for hw, have in sorted(held.items())
+    ]  # fmt: skip
 
 
 def report() -> None:
@@ -307,6 +355,23 @@ def report() -> None:
                 f"{r['seconds']:.0f} | {r['finished'] or 'no'} | {r['left']} ({hours:.1f}) "
                 f"| {r['mib']:.2f} |"
             )
+    lines += [
+        "",
+        f"## The shipped library's coverage of the zoo ({LOWERING})",
+        "",
+        f"Kernel classes of the zoo's {len(REFERENCE + COVERAGE)} models lowered as "
+        f"{LOWERING} (`docs/results/reference/zoo_classes-{LOWERING}.json`) that "
+        "`data/library/zoo-host.db` holds a successful schedule of, per CPU (its records in "
+        "this layout), and the models every one of whose classes it holds (the transfer "
+        "cascade's first stage, same-class donors, can reach all their kernels).",
+        "",
+        "| hardware id | classes held | models covered | classes missing |",
+        "|---|---|---|---|",
+    ]
+    for c in coverage():
+        lines.append(f"| `{c['hardware']}` | {c['classes']} of {c['zoo_classes']} | "
+                     f"{len(c['models'])}: {', '.join(c['models']) or '-'} | "
+                     f"{', '.join(f'`{x}`' for x in c['missing']) or '-'} |")  # fmt: skip
     lines += ["", "![curves](reference_curves.png)", ""]
     (out / "reference.md").write_text("\n".join(lines))
     fig, axes = plt.subplots(1, len(hardware_ids), figsize=(6 * len(hardware_ids), 4),

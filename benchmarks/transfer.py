@@ -47,7 +47,7 @@ from collections import Counter
 from pathlib import Path
 
 import reference
-from common import time_to_reach, write_result
+from common import SHIPPED, time_to_reach, write_result
 
 from transtune.transfer.policies import DEFAULT_POLICY, POLICIES
 
@@ -118,7 +118,7 @@ def ship_library() -> None:
     Repeating it adds only what is new."""
     from transtune.library import open_library
 
-    path = ROOT / "data" / "library" / "zoo-host.db"
+    path = SHIPPED
     sources = sorted(
         p for low in reference.LOWERINGS for p in reference.folder(low).glob("*.db")
         if p.stem != DEMO_MODEL

@@ -16,7 +16,7 @@ from transtune.library import LibraryError, open_library
 from transtune.library.database import LibraryDatabase
 from transtune.measure import FLUSH_EVALUATOR, SyncRunner, local_runner
 from transtune.targets import get_config
-from transtune.tuning import Convergence, Flattening, tune, tune_kernels
+from transtune.tuning import Convergence, Flattening, tail_cut, tune, tune_kernels
 
 TINY = textwrap.dedent(
     """
@@ -177,7 +177,9 @@ def test_a_resumed_search_never_times_a_stored_schedule_again(tmp_path):
 def test_flattening_rule_reads_the_last_quarter_of_the_model_curve():
     rule = Flattening(max_seconds=100)  # the last quarter of the time cutting under 2%
     curve = [(0, 0.0, 10.0), (8, 10.0, 5.0), (16, 30.0, 4.0), (24, 60.0, 3.95)]
-    assert rule.last_cut(curve) == pytest.approx(0.05 / 4.0)  # since 45 s: from 4.0 at 30 s
+    points = [(s, lat) for _, s, lat in curve]
+    assert tail_cut(points) == pytest.approx(0.05 / 4.0)  # since 45 s: from 4.0 at 30 s
+    assert tail_cut(points[1:], tail=0.9) is None and tail_cut([]) is None  # nothing before
     assert rule.reached(curve)
     assert not rule.reached(curve[:-1])  # since 22.5 s: from 5.0 to 4.0
     assert not rule.reached([])

@@ -46,7 +46,14 @@ from ..measure import (
 from ..targets import TargetConfig, get_config
 from ..tasks import Kernel, extract_kernels
 from .session import BudgetedSearch, _Tuner, search_kernels
-from .state import Convergence, Flattening, KernelState, TuneResult, estimate_latency
+from .state import (
+    Convergence,
+    Flattening,
+    KernelState,
+    TuneResult,
+    estimate_latency,
+    tail_cut,
+)
 
 GUIDED_SEARCH = {"population_size": 128}
 """Evolutionary search options for a pre-trained cost model (``LearnedCostModel``): a quarter
@@ -195,6 +202,7 @@ __all__ = [
     "TuneResult",
     "estimate_latency",
     "measure_untuned",
+    "tail_cut",
     "tune",
     "tune_kernels",
 ]

@@ -4,9 +4,25 @@ result, the end-to-end latency estimate."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..tasks import Kernel
+
+
+def tail_cut(points: Iterable[tuple[float, float]], tail: float = 0.25) -> float | None:
+    """The share by which y fell over the last ``tail`` of x along (x, y) points in x order
+    (from y at the last point at or before ``(1 - tail)`` of the final x); None when no point
+    lies there. Both stopping rules read their curve so: a kernel's (trials, best seconds),
+    a model's (seconds, estimated latency)."""
+    points = list(points)
+    if not points:
+        return None
+    end, now = points[-1]
+    before = [y for x, y in points if x <= (1 - tail) * end]
+    if not before:
+        return None
+    return (before[-1] - now) / before[-1] if before[-1] > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -22,9 +38,8 @@ class Convergence:
         """Whether a kernel's (trials, best seconds) curve, in order, has converged."""
         if not curve or curve[-1][0] < self.min_trials:
             return False
-        trials, best = curve[-1]
-        before = [b for t, b in curve if t <= trials * (1 - self.tail)]
-        return bool(before) and (before[-1] - best) < self.tolerance * before[-1]
+        cut = tail_cut(curve, self.tail)
+        return cut is not None and cut < self.tolerance
 
     def trials_left(self, curve: list[tuple[int, float]], cap: int | None = None) -> int:
         """The fewest more candidates after which the rule can hold (all of them, if none
@@ -48,15 +63,10 @@ class Flattening:
     tail: float = 0.25
     tolerance: float = 0.02
 
-    def last_cut(self, curve: list[tuple[int, float, float]]) -> float:
-        """The share of the estimate that the last ``tail`` of a (trials, seconds, estimated
-        latency) curve's time took off."""
-        end, now = curve[-1][1], curve[-1][2]
-        before = next(lat for _, s, lat in reversed(curve) if s <= (1 - self.tail) * end)
-        return (before - now) / before if before > 0 else 0.0
-
     def reached(self, curve: list[tuple[int, float, float]]) -> bool:
-        return bool(curve) and self.last_cut(curve) < self.tolerance
+        """Whether a (trials, seconds, estimated latency) curve has flattened."""
+        cut = tail_cut(((s, lat) for _, s, lat in curve), self.tail)
+        return cut is not None and cut < self.tolerance
 
 
 @dataclass
