@@ -36,9 +36,10 @@ lint: setup
 # The shipped library regenerated on this host's CPU (its hardware id): MINUTES more of the
 # resumable reference queue (benchmarks/reference.py), then its best records merged into
 # data/library/zoo-host.db. Repeat until reference.py report shows every model finished.
+# NEW_CLASSES=1: only the kernels of classes this CPU's libraries lack (the zoo covered first).
 MINUTES ?= 60
 library: setup
-	$(PY) benchmarks/reference.py run --minutes $(MINUTES)
+	$(PY) benchmarks/reference.py run --minutes $(MINUTES) $(if $(NEW_CLASSES),--new-classes)
 	$(PY) benchmarks/transfer.py library
 
 bench-zoo: setup

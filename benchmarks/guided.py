@@ -12,10 +12,11 @@ alone on the host:
   updated online from the new measurements), with ``GUIDED_SEARCH``'s smaller population;
 - ``transfer+guided``: transfer-tuning from the shipped schedule library with the model held
   out (its own tunings, in any lowering, and workloads identical to one of its kernels are
-  left out of the copy; the latter counted), measuring only the two donor
-  schedules per kernel the cost model scores best if it was trained on this CPU (else every
-  replayed one, up to 8: ``transfer_tune``'s default), then the guided search seeded with the
-  transferred schedules, for what is left of the budget;
+  left out of the copy; the latter counted; ``--donors-at COMMIT``: the library as committed
+  then, so that later seeds transfer from the library the first one had), measuring only
+  the two donor schedules per kernel the cost model scores best if it was trained on this
+  CPU (else every replayed one, up to 8: ``transfer_tune``'s default), then the guided
+  search seeded with the transferred schedules, for what is left of the budget;
 - ``stock@16`` (ablation): stock MetaSchedule with the guided arms' round size *and*
   population, so that it differs from ``guided`` in the cost model alone;
 - ``guided+ft``, ``transfer+guided+ft``: the guided arms with the checkpoint fine-tuned on 5%
@@ -53,6 +54,7 @@ from common import (
     SHIPPED,
     merge_summary,
     meta_lines,
+    run_meta,
     time_to_reach,
     write_result,
 )
@@ -123,6 +125,21 @@ def fine_tune(hardware: str, seed: int = 0) -> Path:
     return out
 
 
+def donor_library(commit: str | None, tmp: Path) -> tuple[Path, str]:
+    """The shipped library the transfer arm copies its donors from, as committed at
+    ``commit`` (written under ``tmp``) or else the working tree's, and its name for the page
+    (path@commit, the run's commit for the working tree's)."""
+    rel = SHIPPED.relative_to(ROOT).as_posix()
+    if commit is None:
+        return SHIPPED, f"{rel}@{run_meta()['commit']}"
+    shown = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=ROOT, capture_output=True)
+    if shown.returncode:
+        raise SystemExit(f"no {rel} at commit {commit}: {shown.stderr.decode().strip()}")
+    path = tmp / "donors.db"
+    path.write_bytes(shown.stdout)
+    return path, f"{rel}@{commit}"
+
+
 def arm(
     model_name: str,
     which: str,
@@ -131,9 +148,10 @@ def arm(
     checkpoint: Path,
     out: Path,
     stock_max: float | None = None,
+    donors_at: str | None = None,
 ):
     """One tuning run, in this process (the stock arm runs on past ``budget`` while its curve
-    falls, up to ``stock_max`` seconds)."""
+    falls, up to ``stock_max`` seconds; the transfer arm's donors: :func:`donor_library`)."""
     from transtune.library import open_library
     from transtune.transfer.search import measured_per_kernel
     from transtune.tuning import GUIDED_SEARCH, Flattening
@@ -148,17 +166,19 @@ def arm(
     with tempfile.TemporaryDirectory() as tmp, open_library(Path(tmp) / "lib.db") as lib:
         with Workflow(model_name, lib, "host", cost_model=guide) as wf:
             if kind == "transfer+guided":
-                with open_library(SHIPPED, read_only=True) as shipped:
+                donors_path, donors_name = donor_library(donors_at, Path(tmp))
+                with open_library(donors_path, read_only=True) as shipped:
                     same = {shipped.find_workload(k.mod) for k in wf.kernels} - {None}
                     # the model's own tunings (in other lowerings) are held out too
                     lib.merge(shipped, exclude=same, exclude_models=[model_name])
                 excluded = len(same)
                 donors = lib.info()["models"]
                 if model_name in donors or lib.tune_run(model_name):  # its own tuning
-                    raise SystemExit(f"{SHIPPED} holds {model_name}'s own tuned schedules")
+                    raise SystemExit(f"{donors_name} holds {model_name}'s own tuned schedules")
                 measure_top = measured_per_kernel(wf.cost_model, wf.config, None)
                 result = wf.transfer(donors=donors, measure_top=measure_top)
-                transfer = {"transfer_measure_top": measure_top}  # None: every replayed one
+                transfer = {"transfer_measure_top": measure_top,  # None: every replayed one
+                            "donors": donors_name}  # fmt: skip
                 offset = result.search_seconds - result.setup_seconds
                 start_points = [(0, 0.0, result.untuned_latency),
                                 (0, offset, result.estimated_latency)]  # fmt: skip
@@ -181,7 +201,8 @@ def result_path(hardware: str, model: str, which: str, seed: int) -> Path:
     return DATA / hardware / f"{model}_{which}_s{seed}.json"
 
 
-def run(models, arms, seeds, budget: float, stock_budget: float, stock_max: float) -> None:
+def run(models, arms, seeds, budget: float, stock_budget: float, stock_max: float,
+        donors_at: str | None = None) -> None:  # fmt: skip
     from transtune.targets import get_config
 
     hardware = get_config("host").name
@@ -198,7 +219,8 @@ def run(models, arms, seeds, budget: float, stock_budget: float, stock_max: floa
                 subprocess.run(
                     [sys.executable, __file__, "arm", model, which, "--budget", str(seconds),
                      "--stock-max", str(stock_max), "--seeds", str(seed),
-                     "--checkpoint", str(checkpoint), "--out", str(out)],
+                     "--checkpoint", str(checkpoint), "--out", str(out)]
+                    + ["--donors-at", donors_at] * bool(donors_at),
                     check=True,
                 )  # fmt: skip
 
@@ -328,9 +350,13 @@ def _section(hardware: str) -> tuple[list[str], dict, dict | None]:
     done = runs(hardware)
     guides = sorted({r["checkpoint"] for arms in done.values() for which, by_seed in arms.items()
                      if not which.startswith("stock") for r in by_seed.values()})  # fmt: skip
-    tops = sorted({str(r.get("transfer_measure_top", "all")) for arms in done.values()
-                   for which, by_seed in arms.items() if base(which) == "transfer+guided"
-                   for r in by_seed.values()})  # fmt: skip
+    transfers = [(seed, r) for arms in done.values() for which, by_seed in arms.items()
+                 if base(which) == "transfer+guided" for seed, r in by_seed.items()]  # fmt: skip
+    tops = sorted({str(r.get("transfer_measure_top", "all")) for _, r in transfers})
+    donors: dict[str, set[int]] = {}
+    for seed, r in transfers:  # runs before --donors-at: the run's commit's library
+        donors.setdefault(r.get("donors") or f"{SHIPPED.relative_to(ROOT).as_posix()}@"
+                          f"{r['meta']['commit']}", set()).add(seed)  # fmt: skip
     models = [m for m, arms in done.items() if "stock" in arms]
     metas = {
         f"{m} {a} s{seed}": r.get("meta")
@@ -345,6 +371,11 @@ def _section(hardware: str) -> tuple[list[str], dict, dict | None]:
         + (", ".join(f"`{g}` ({_trained_on(g, hardware)})" for g in guides) or "none ran")
         + ". Donor schedules measured per kernel by transfer: "
         + (", ".join("all" if t in ("None", "all") else t for t in tops) or "no transfer run")
+        + ". Donor library: "
+        + (
+            ", ".join(f"`{d}` (seed {', '.join(map(str, sorted(s)))})" for d, s in donors.items())
+            or "no transfer run"
+        )
         + ".",
         "",
         *meta_lines(metas),
@@ -459,6 +490,7 @@ def main() -> None:
     )
     parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT, help="arm: its model")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--donors-at", help="transfer from the shipped library as of a commit")
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
     parser.add_argument("--hardware", help="report: the hardware id (default: most runs)")
     args = parser.parse_args()
@@ -477,6 +509,7 @@ def main() -> None:
             args.checkpoint.resolve(),
             args.out,
             args.stock_max,
+            args.donors_at,
         )
     elif args.step == "run":
         run(
@@ -486,6 +519,7 @@ def main() -> None:
             args.budget,
             args.stock_budget,
             args.stock_max,
+            args.donors_at,
         )
         report(args.hardware)
     else:

@@ -23,6 +23,10 @@ counts. A model is finished once a session ends without reaching its time limit;
 kept in the library (meta ``reference:finished``). Commit the folder as it grows. A lowering
 that changes some kernels only (``EXTENDS``: Winograd's convolutions) starts each model's
 library as a copy of the converged one it extends, so that only its new kernels are tuned.
+``--new-classes`` tunes, of each model, only the NEW_CLASS_KERNELS heaviest kernels of every
+class that none of this CPU's other reference libraries holds a schedule of yet (the cheapest
+way to a library covering the zoo; kept in the library's meta ``reference:kernels``, and a
+model tuned so that converges is never marked finished: its other kernels are still owed).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ COVERAGE_PER_KERNEL = 64
 TOP_K = 3
 SEED = 0
 FINISHED = "reference:finished"
+NEW_CLASS_KERNELS = 3
+SUBSET = "reference:kernels"  # meta: "new classes" when --new-classes chose the kernels
 # How a model is lowered before its kernels are extracted: (data layout, prepacked weights,
 # fast math: transcendentals by vectorisable approximations, ``transtune.fastmath``;
 # Winograd: 3x3 convolutions as Winograd's F(4x4, 3x3), ``transtune.winograd``).
@@ -99,8 +105,34 @@ def estimate_at(lib, model: str, budget: int | None = None) -> tuple[float, int]
     return latency, trials
 
 
-def one(model_name: str, seconds: float, lowering: str = LOWERING) -> None:
-    """One session of ``model_name``'s tuning (at most ``seconds``), then compaction."""
+def held_classes(lib) -> dict[str, set[str]]:
+    """Per target key of ``lib``: the kernel classes it holds a successful schedule of."""
+    class_of = lib.kernel_classes()
+    return {key: {class_of[wid] for wid, *_ in lib.best_by_class(None, key)}
+            for key in lib.target_keys()}  # fmt: skip
+
+
+def new_class_kernels(kernels: list, path: Path) -> list:
+    """The NEW_CLASS_KERNELS heaviest (weight x FLOPs) ``kernels`` of each class that no
+    reference library in ``path``'s folder but ``path`` itself holds a schedule of."""
+    from transtune.library import open_library
+
+    held: set[str] = set()
+    for other in sorted(path.parent.glob("*.db")):
+        if other != path:
+            with open_library(other, read_only=True) as lib:
+                held.update(*held_classes(lib).values())
+    chosen: dict[str, list] = {}
+    for k in sorted(kernels, key=lambda k: -k.weight * k.flops):
+        if k.kernel_class not in held:
+            chosen.setdefault(k.kernel_class, []).append(k)
+    return [k for group in chosen.values() for k in group[:NEW_CLASS_KERNELS]]
+
+
+def one(model_name: str, seconds: float, lowering: str = LOWERING,
+        new_classes: bool = False) -> None:  # fmt: skip
+    """One session of ``model_name``'s tuning (at most ``seconds``), then compaction; with
+    ``new_classes``, of the kernels :func:`new_class_kernels` chooses only."""
     from transtune.library import open_library
     from transtune.tuning import Convergence
     from transtune.workflow import Workflow
@@ -119,7 +151,10 @@ def one(model_name: str, seconds: float, lowering: str = LOWERING) -> None:
     with open_library(path) as lib:
         try:
             with Workflow(model_name, lib, config(lowering)) as wf:
-                count = len(wf.kernels)
+                kernels = new_class_kernels(wf.kernels, path) if new_classes else wf.kernels
+                lib.set_meta(SUBSET, "new classes" if new_classes else None)
+                count = len(kernels)
+                print(f"  {count} of {len(wf.kernels)} kernels", flush=True)
                 per_kernel = MAX_PER_KERNEL if converge else COVERAGE_PER_KERNEL
                 last = [0.0]
 
@@ -132,12 +167,13 @@ def one(model_name: str, seconds: float, lowering: str = LOWERING) -> None:
 
                 result = wf.tune(
                     trials=None if converge else per_kernel * count, per_kernel=per_kernel,
+                    kernels=kernels,
                     time_budget=seconds, seed=SEED, on_update=update,
                     until=Convergence() if converge else None,
                 )  # fmt: skip
             print(f"  {model_name}: {result.stopped} after {result.new_trials} new trials, "
                   f"est. {1e3 * result.estimated_latency:.2f} ms", flush=True)  # fmt: skip
-            if result.stopped not in ("time", "interrupted"):
+            if result.stopped not in ("time", "interrupted") and not (new_classes and converge):
                 lib.set_meta(FINISHED, result.stopped)
         finally:
             kept = archive(lib, path)
@@ -181,7 +217,8 @@ def compact(models: list[str], lowering: str = LOWERING) -> None:
                 print(f"{model}: {lib.compact(TOP_K)} records deleted ({kept})")
 
 
-def run(models: list[str], minutes: float, lowering: str = LOWERING) -> None:
+def run(models: list[str], minutes: float, lowering: str = LOWERING,
+        new_classes: bool = False) -> None:  # fmt: skip
     """Work through ``models`` in order until ``minutes`` have passed."""
     deadline = time.time() + 60 * minutes
     for model in models:
@@ -193,8 +230,8 @@ def run(models: list[str], minutes: float, lowering: str = LOWERING) -> None:
         print(f"== {model}, {lowering} ({left / 60:.0f} min left)", flush=True)
         # The tuning's clock starts after extraction and the untuned runs: leave them time.
         child = subprocess.Popen([sys.executable, __file__, "one", model, "--seconds",
-                                  str(left - 90), "--lowering", lowering,
-                                  "--config", CONFIG])  # fmt: skip
+                                  str(left - 90), "--lowering", lowering, "--config", CONFIG]
+                                 + ["--new-classes"] * new_classes)  # fmt: skip
         try:
             code = child.wait()
         except KeyboardInterrupt:  # the child has it too: it stops after its batch, compacts
@@ -243,6 +280,7 @@ def progress() -> list[dict]:
                 "left": 0 if lib.get_meta(FINISHED) else left,
                 "trials": curve[-1][0], "seconds": curve[-1][1], "latency": curve[-1][2],
                 "finished": lib.get_meta(FINISHED), "curve": curve,
+                "subset": lib.get_meta(SUBSET),
                 "mib": path.stat().st_size / 2**20,
             })  # fmt: skip
     return rows
@@ -277,15 +315,10 @@ def coverage(lowering: str = LOWERING) -> list[dict]:
     layout, prepack = LOWERINGS[lowering][:2]
     held: dict[str, set[str]] = {}
     with open_library(SHIPPED, read_only=True) as lib:
-        class_of = lib.kernel_classes()
-        for key in lib.target_keys():
+        for key, have in held_classes(lib).items():
             spec = json.loads(key)
-            if (spec.get("layout", "NCHW"), spec.get("prepack", False)) != (layout, prepack):
-                continue
-            best = lib.best_by_class(None, key)
-            held.setdefault(spec.get("hardware", key), set()).update(
-                class_of[wid] for wid, *_ in best
-            )  # fmt: skip
+            if (spec.get("layout", "NCHW"), spec.get("prepack", False)) == (layout, prepack):
+                held.setdefault(spec.get("hardware", key), set()).update(have)
     return [
         {"hardware": hw, "classes": len(have & zoo), "zoo_classes": len(zoo),
          "missing": sorted(zoo - have),
@@ -323,10 +356,12 @@ def report() -> None:
         f"synchronous runner, seed {SEED}): the models marked *converge* until every kernel "
         "has at least 256 measured candidates and its last quarter improved its best by under "
         f"2% (at most {MAX_PER_KERNEL} per kernel), the others with {COVERAGE_PER_KERNEL} per "
-        "kernel. Estimated latency = sum over kernels of weight x best measured kernel time "
-        "(the tuning curve's figure, not an end-to-end measurement). Seconds = the tuning "
-        "clock, summed over sessions (setup excluded). Lowering = the data layout convolutions "
-        "were lowered in, and whether weights were prepacked; the queue now tunes "
+        f'kernel; "new classes" = only the heaviest {NEW_CLASS_KERNELS} kernels of each '
+        "class no other model's library held yet (`--new-classes`; kernels and estimate "
+        "count those only). Estimated latency = sum over kernels of weight x best measured "
+        "kernel time (the tuning curve's figure, not an end-to-end measurement). Seconds = "
+        "the tuning clock, summed over sessions (setup excluded). Lowering = the data layout "
+        "convolutions were lowered in, and whether weights were prepacked; the queue now tunes "
         f"{LOWERING} (the ceiling's levers). The "
         "queue is resumable; unfinished models continue in later sessions on a CPU of the "
         "same hardware id.",
@@ -348,7 +383,8 @@ def report() -> None:
             hours = r["left"] * r["seconds"] / max(r["trials"], 1) / 3600
             lines.append(
                 f"| {r['lowering']} | {r['model']} | "
-                f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL} | "
+                f"{'converge' if r['converge'] else COVERAGE_PER_KERNEL}"
+                f"{f', {s}' if (s := r['subset']) else ''} | "
                 f"{r['kernels']} | {r['converged']}"
                 f"{f' (+{x} exhausted)' if (x := r['exhausted']) else ''} | {r['trials']} | "
                 f"{1e3 * r['latency']:.2f} | "
@@ -399,12 +435,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3600.0)
     parser.add_argument("--lowering", choices=list(LOWERINGS), default=LOWERING)
     parser.add_argument("--config", default=CONFIG, help="host, or host-1core")
+    parser.add_argument("--new-classes", action="store_true",
+                        help="tune only kernels of classes this CPU's libraries lack")  # fmt: skip
     args = parser.parse_args()
     CONFIG = args.config
     if args.step == "run":
-        run(args.models or REFERENCE + COVERAGE, args.minutes, args.lowering)
+        run(args.models or REFERENCE + COVERAGE, args.minutes, args.lowering, args.new_classes)
     elif args.step == "one":
-        one(args.models[0], args.seconds, args.lowering)
+        one(args.models[0], args.seconds, args.lowering, args.new_classes)
     elif args.step == "compact":
         compact(args.models or REFERENCE + COVERAGE, args.lowering)
     else:

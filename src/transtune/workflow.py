@@ -97,15 +97,18 @@ class Workflow:
         return transfer_tune(self.model, self.library, self.config, runner=self.runner,
                              kernels=self.kernels, **options)  # fmt: skip
 
-    def tune(self, trials: int | None = None, time_budget: float | None = None, **options):
-        """Tune into the library (options: see :func:`transtune.tuning.tune_kernels`); with a
-        cost model, the search is guided by it. Returns a :class:`~transtune.tuning.TuneResult`."""
+    def tune(self, trials: int | None = None, time_budget: float | None = None,
+             kernels: list | None = None, **options):  # fmt: skip
+        """Tune into the library ``kernels`` (default: all of :attr:`kernels`; options: see
+        :func:`transtune.tuning.tune_kernels`); with a cost model, the search is guided by it.
+        Returns a :class:`~transtune.tuning.TuneResult`."""
         from .tuning import GUIDED_SEARCH, tune_kernels
 
         if self.cost_model is not None:
             options.setdefault("cost_model", self.cost_model)
             options.setdefault("search", GUIDED_SEARCH)
-        return tune_kernels(self.kernels, self.library, self.config, self.model.name,
+        kernels = self.kernels if kernels is None else kernels
+        return tune_kernels(kernels, self.library, self.config, self.model.name,
                             trials=trials, time_budget=time_budget, runner=self.runner,
                             **options)  # fmt: skip
 
