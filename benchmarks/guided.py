@@ -63,6 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "guided"
 DATASET = ROOT / "data" / "dataset"
+SHIPPED_NAME = SHIPPED.relative_to(ROOT).as_posix()  # as git names it
 # Held out of the cost model's training data (TenSet's held-out networks); the transfer arm
 # leaves the library's schedules of them out of its donors.
 MODELS = ("mobilenet_v2", "resnext50_32x4d", "bert_base")
@@ -129,15 +130,16 @@ def donor_library(commit: str | None, tmp: Path) -> tuple[Path, str]:
     """The shipped library the transfer arm copies its donors from, as committed at
     ``commit`` (written under ``tmp``) or else the working tree's, and its name for the page
     (path@commit, the run's commit for the working tree's)."""
-    rel = SHIPPED.relative_to(ROOT).as_posix()
     if commit is None:
-        return SHIPPED, f"{rel}@{run_meta()['commit']}"
-    shown = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=ROOT, capture_output=True)
+        return SHIPPED, f"{SHIPPED_NAME}@{run_meta()['commit']}"
+    shown = subprocess.run(
+        ["git", "show", f"{commit}:{SHIPPED_NAME}"], cwd=ROOT, capture_output=True
+    )
     if shown.returncode:
-        raise SystemExit(f"no {rel} at commit {commit}: {shown.stderr.decode().strip()}")
+        raise SystemExit(f"no {SHIPPED_NAME} at commit {commit}: {shown.stderr.decode().strip()}")
     path = tmp / "donors.db"
     path.write_bytes(shown.stdout)
-    return path, f"{rel}@{commit}"
+    return path, f"{SHIPPED_NAME}@{commit}"
 
 
 def arm(
@@ -355,8 +357,8 @@ def _section(hardware: str) -> tuple[list[str], dict, dict | None]:
     tops = sorted({str(r.get("transfer_measure_top", "all")) for _, r in transfers})
     donors: dict[str, set[int]] = {}
     for seed, r in transfers:  # runs before --donors-at: the run's commit's library
-        donors.setdefault(r.get("donors") or f"{SHIPPED.relative_to(ROOT).as_posix()}@"
-                          f"{r['meta']['commit']}", set()).add(seed)  # fmt: skip
+        donors.setdefault(r.get("donors") or f"{SHIPPED_NAME}@{r['meta']['commit']}",
+                          set()).add(seed)  # fmt: skip
     models = [m for m, arms in done.items() if "stock" in arms]
     metas = {
         f"{m} {a} s{seed}": r.get("meta")

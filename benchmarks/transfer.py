@@ -118,19 +118,21 @@ def ship_library() -> None:
     Repeating it adds only what is new."""
     from transtune.library import open_library
 
-    path = SHIPPED
     sources = sorted(
         p for low in reference.LOWERINGS for p in reference.folder(low).glob("*.db")
         if p.stem != DEMO_MODEL
     )  # fmt: skip
-    with open_library(path) as lib:
+    with open_library(SHIPPED) as lib:
         for source in sources:
             with open_library(source, read_only=True) as full:
                 _, copied = lib.merge(full, top_k=TOP_K)
-            print(f"  {source.relative_to(ROOT)}: {copied} new records")
-        lib.compact(TOP_K)
+            print(f"  {source.relative_to(ROOT)}: {copied} records merged")
+        dropped = lib.compact(TOP_K)
         count = lib.count_records()
-    print(f"{path}: {count} records; {path.stat().st_size / 2**20:.1f} MiB")
+    print(
+        f"{SHIPPED}: {count} records ({dropped} merged ones beyond the best {TOP_K} of their "
+        f"workload and target dropped); {SHIPPED.stat().st_size / 2**20:.1f} MiB"
+    )
 
 
 def donors_for(model_name: str, protocol: str) -> dict[str, Path]:
