@@ -1,7 +1,9 @@
 """Deep data for the cost-model issue: DEEP_SAMPLES random schedules and DEEP_TRAJECTORY
-search-trajectory programs per kernel on the full-ISA configuration (``host``, the sampling
-target), for every batch-1 kernel of TenSet's by-model test models, then for DEEP_TRAIN
-training kernels spread over classes and FLOPs (:func:`deep_kernels`), into ``data/dataset``.
+search-trajectory programs per kernel on the full-ISA configuration (``host``), for every
+batch-1 kernel of TenSet's by-model test models, then for DEEP_TRAIN training kernels spread
+over classes and FLOPs (:func:`deep_kernels`), into ``data/dataset``. On the CPU the dataset
+samples for, the programs are drawn here; on another, the same programs, those of that CPU's
+full-ISA configuration (:func:`replayed`), are measured here.
 
     python benchmarks/deep.py [--minutes M]   # resumable; alone on the host
     python benchmarks/dataset.py summary      # dataset.deep_kernels, dataset.deep_min_samples
@@ -60,6 +62,23 @@ def _spread(n: int) -> list[int]:
     return order
 
 
+def replayed() -> str | None:
+    """None when ``host`` is the dataset's sampling target (programs are drawn here); else the
+    hardware id of that target's configuration, whose programs ``host`` measures instead."""
+    from transtune.dataset.store import DatasetStore
+    from transtune.targets import get_config
+
+    store = DatasetStore(DATASET)
+    target = store.meta["sampling"]["target"]
+    if get_config("host").target == target:
+        return None
+    full_isa = (target["mcpu"], target["mcpu"], target.get("num-cores"))
+    for hw_id, d in sorted(store.hardware().items()):
+        if (d["fingerprint"]["mcpu"], d["fingerprint"]["host_mcpu"], d["threads"]) == full_isa:
+            return hw_id
+    raise SystemExit(f"{DATASET} holds no records of its sampling target {target}")
+
+
 def collect(minutes: float) -> None:
     """Measure DEEP_SAMPLES random schedules of every deep kernel on ``host``, then (a second
     pass: a search costs about what the random samples do) the DEEP_TRAJECTORY programs a
@@ -71,8 +90,9 @@ def collect(minutes: float) -> None:
     from transtune.dataset import DatasetStore
     from transtune.dataset import collect as collect_dataset
 
-    kernels = deep_kernels()
-    print(f"{len(kernels)} kernels", flush=True)
+    kernels, source = deep_kernels(), replayed()
+    replay = f", the programs of {source} measured on host" if source else ""
+    print(f"{len(kernels)} kernels{replay}", flush=True)
 
     def alarm(*_) -> None:
         signal.alarm(int(60 * GRACE_MINUTES))
@@ -88,9 +108,8 @@ def collect(minutes: float) -> None:
 
     try:
         for trajectory in (0, DEEP_TRAJECTORY):
-            stats = collect_dataset(
-                str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress, trajectory=trajectory
-            )
+            stats = collect_dataset(str(DATASET), kernels, ["host"], DEEP_SAMPLES, 0, progress,
+                                    programs_from=source, trajectory=trajectory)  # fmt: skip
             print(stats, flush=True)
             if stats.interrupted:
                 break
