@@ -41,6 +41,26 @@ PER_KERNEL = 32
 TEST_MODELS = ["resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_tiny", "bert_base"]
 
 
+def cpus() -> dict[str, list[str]]:
+    """The dataset's hardware ids by the CPU they ran on (its host LLVM CPU)."""
+    from transtune.dataset.store import DatasetStore
+
+    out: dict[str, list[str]] = {}
+    for hw_id, d in sorted(DatasetStore(DATASET).hardware().items()):
+        out.setdefault(d["fingerprint"]["host_mcpu"], []).append(hw_id)
+    return out
+
+
+def full_isa(ids: list[str], threads: int = 2) -> str | None:
+    """The full-ISA id of ``threads`` threads among a CPU's ``ids``."""
+    from transtune.dataset.store import DatasetStore
+
+    hardware = DatasetStore(DATASET).hardware()
+    return next((i for i in ids if hardware[i]["fingerprint"]["mcpu"]
+                 == hardware[i]["fingerprint"]["host_mcpu"]
+                 and hardware[i]["threads"] == threads), None)  # fmt: skip
+
+
 def collect(
     minutes: float, models: list[str] = MODELS, targets: str = CONFIGS, options: tuple = ()
 ) -> None:

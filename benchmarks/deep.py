@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from dataset import DATASET, MODELS, TEST_MODELS
+from dataset import DATASET, MODELS, TEST_MODELS, cpus, full_isa
 
 DEEP_SAMPLES = 256
 DEEP_TRAJECTORY = 64  # programs a search visits per deep kernel, beside the random samples
@@ -68,15 +68,13 @@ def replayed() -> str | None:
     from transtune.dataset.store import DatasetStore
     from transtune.targets import get_config
 
-    store = DatasetStore(DATASET)
-    target = store.meta["sampling"]["target"]
+    target = DatasetStore(DATASET).meta["sampling"]["target"]
     if get_config("host").target == target:
         return None
-    full_isa = (target["mcpu"], target["mcpu"], target.get("num-cores"))
-    for hw_id, d in sorted(store.hardware().items()):
-        if (d["fingerprint"]["mcpu"], d["fingerprint"]["host_mcpu"], d["threads"]) == full_isa:
-            return hw_id
-    raise SystemExit(f"{DATASET} holds no records of its sampling target {target}")
+    source = full_isa(cpus().get(target["mcpu"], []), target.get("num-cores"))
+    if source is None:
+        raise SystemExit(f"{DATASET} holds no records of its sampling target {target}")
+    return source
 
 
 def collect(minutes: float) -> None:

@@ -51,45 +51,24 @@ from transfer import donor_library
 
 OUT = ROOT / "docs" / "results"
 DATA = OUT / "hardware"
-DATASET = ROOT / "data" / "dataset"
 EPOCHS = 15
 MODELS = ["resnet50", "mobilenet_v2", "resnext50_32x4d", "bert_base"]
 MAX_CANDIDATES = 8
 RESIDUAL = "lookup-residual"  # the headline model: it reuses the other CPU's measurements
 
 
-def cpus() -> dict[str, list[str]]:
-    """The dataset's hardware ids by the CPU they ran on (its host LLVM CPU)."""
-    from transtune.dataset.store import DatasetStore
-
-    out: dict[str, list[str]] = {}
-    for hw_id, d in sorted(DatasetStore(DATASET).hardware().items()):
-        out.setdefault(d["fingerprint"]["host_mcpu"], []).append(hw_id)
-    return out
-
-
-def full_isa(ids: list[str], threads: int = 2) -> str | None:
-    """The full-ISA id of ``threads`` threads among a CPU's ``ids``."""
-    from transtune.dataset.store import DatasetStore
-
-    hardware = DatasetStore(DATASET).hardware()
-    return next((i for i in ids if hardware[i]["fingerprint"]["mcpu"]
-                 == hardware[i]["fingerprint"]["host_mcpu"]
-                 and hardware[i]["threads"] == threads), None)  # fmt: skip
-
-
 def collect(minutes: float) -> None:
     from transtune.dataset import load_records
     from transtune.machine import host_info
 
-    here, held = host_info().mcpu, cpus()
-    table = load_records(DATASET, ["workload"])[0]
+    here, held = host_info().mcpu, dataset.cpus()
+    table = load_records(dataset.DATASET, ["workload"])[0]
     by_id = _records_by_id(table)
-    sources = [i for cpu, ids in held.items() if cpu != here and (i := full_isa(ids))]
+    sources = [i for cpu, ids in held.items() if cpu != here and (i := dataset.full_isa(ids))]
     if not sources:
-        raise SystemExit(f"{DATASET} holds no other CPU's full-ISA 2-thread configuration")
+        raise SystemExit(f"{dataset.DATASET} holds no other CPU's full-ISA 2-thread configuration")
     source = max(sources, key=lambda i: by_id.get(i, 0))
-    mine = full_isa(held.get(here, []))
+    mine = dataset.full_isa(held.get(here, []))
     if mine and _kernels(table, mine) >= _kernels(table, source):
         print(f"this CPU ({here}) has every kernel of {source} already: deepen it instead, "
               "python benchmarks/deep.py")  # fmt: skip
@@ -118,20 +97,20 @@ def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None
     from transtune.costmodel import load_cost_data
     from transtune.dataset import load_records
 
-    held = cpus()
+    held = dataset.cpus()
     if len(held) < 2:
         raise SystemExit(
             f"the dataset holds one CPU ({', '.join(held)}): collect a second one first "
             "(python benchmarks/hardware.py collect, on another CPU)"
         )
-    table = load_records(DATASET, ["status"])[0]
+    table = load_records(dataset.DATASET, ["status"])[0]
     by_id = _records_by_id(table.filter(pc.equal(table["status"], "ok")))
     count = {cpu: sum(by_id.get(i, 0) for i in ids) for cpu, ids in held.items()}
     source_cpu = source_cpu or max(count, key=count.get)  # the CPU the programs came from
     if source_cpu not in held:
         raise SystemExit(f"the dataset has no CPU {source_cpu!r} (it has {', '.join(held)})")
     others = {cpu: n for cpu, n in count.items() if cpu != source_cpu}
-    second = full_isa(held[max(others, key=others.get)])  # of the best-measured other CPU
+    second = dataset.full_isa(held[max(others, key=others.get)])  # of the best-measured other CPU
     new = new or second
     if new is None:
         raise SystemExit("that CPU has no full-ISA 2-thread configuration: give --new")
@@ -143,7 +122,7 @@ def costmodel(new: str | None, source_cpu: str | None, seeds: list[int]) -> None
     sources = held[source_cpu]
     path = DATA / f"steps-{new}.json"
     pinned = snapshot(path)  # a run across sessions keeps the dataset it started with
-    data = load_cost_data(DATASET, collected_before=pinned)
+    data = load_cost_data(dataset.DATASET, collected_before=pinned)
     records = int(np.isin(data.target, [new, *sources]).sum())
     steps = Steps(path, {"snapshot": pinned, "records": records, "new": new, "sources": sources,
                          "epochs": EPOCHS})  # fmt: skip
@@ -254,7 +233,7 @@ def _same_programs(hardware: dict) -> list[str]:
 
     from transtune.dataset import load_records
 
-    table = load_records(DATASET, ["workload", "sample", "status", "mean_secs"])[0]
+    table = load_records(dataset.DATASET, ["workload", "sample", "status", "mean_secs"])[0]
     table = table.filter(pc.equal(table["status"], "ok"))
     latency: dict[str, dict[tuple[str, int], float]] = {}
     columns = (table[c].to_pylist() for c in ("target", "workload", "sample", "mean_secs"))
@@ -267,10 +246,10 @@ def _same_programs(hardware: dict) -> list[str]:
              "| ids | programs on both | kernels | latency ratio, median (p10..p90) "
              "| rank correlation, median | same fastest program |",
              "|---|---|---|---|---|---|"]  # fmt: skip
-    held = cpus()
+    held = dataset.cpus()
     base_cpu = max(held, key=lambda cpu: sum(len(latency.get(i, {})) for i in held[cpu]))
     for threads in (2, 1):
-        others = [full_isa(ids, threads) for cpu, ids in held.items() if cpu != base_cpu]
+        others = [dataset.full_isa(ids, threads) for cpu, ids in held.items() if cpu != base_cpu]
         bases = [i for i in held[base_cpu] if hardware[i]["threads"] == threads]
         pairs = [(o, b) for o in others if o in latency for b in bases if b in latency]
         for other, base in pairs:
@@ -297,7 +276,7 @@ def _same_programs(hardware: dict) -> list[str]:
 def report() -> None:
     from transtune.dataset import dataset_info
 
-    info = dataset_info(DATASET)
+    info = dataset_info(dataset.DATASET)
     lines = ["# Hardware: the same programs on several real CPUs", "",
              "Written by `benchmarks/hardware.py report`.", "", "## The CPUs", "",
              "| hardware id | as | CPU | LLVM CPU | family/model | threads | L1d / L2 / L3 KiB "

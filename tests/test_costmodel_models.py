@@ -69,6 +69,8 @@ def test_unseen_kernel_class_gets_the_spare_id_online_and_offline():
 
 
 def test_validation_kernels_pick_the_epoch_and_the_callers_rng_is_untouched():
+    from dataclasses import replace
+
     from transtune.costmodel import TorchConfig, TorchCostModel
 
     data = synthetic_data(groups=8, per_group=12)
@@ -83,10 +85,12 @@ def test_validation_kernels_pick_the_epoch_and_the_callers_rng_is_untouched():
     again = TorchCostModel(TorchConfig(arch="mlp", epochs=4, validation=0.25, seed=1)).fit(data)
     assert again.history["val_pca"] == history["val_pca"]  # the seed decides, nothing else
     # Fine-tuning that cannot improve on validation keeps the weights it started from.
-    before = again.predict(data)
+    # It does not claim the configuration it saw either.
+    before, seen = again.predict(data), again.trained_on
     again.config.lr = 0.0
-    assert again.fit(data).history["best_epoch"] == -1
-    assert np.array_equal(again.predict(data), before)
+    other = replace(data, target=np.full(len(data), "cpu-b", dtype=object))
+    assert again.fit(other).history["best_epoch"] == -1
+    assert np.array_equal(again.predict(data), before) and again.trained_on == seen
 
 
 def test_fine_tuning_adapts_a_copy_and_records_the_new_configuration():
@@ -101,7 +105,6 @@ def test_fine_tuning_adapts_a_copy_and_records_the_new_configuration():
     before = model.predict(data)
     tuned = model.fine_tuned(data, np.flatnonzero(data.group >= 6))
     assert np.array_equal(model.predict(data), before)  # the pre-trained model is untouched
-    assert model.trained_on == ["cpu-a"] and tuned.trained_on == ["cpu-a", "cpu-b"]
     c = tuned.config
     assert (c.epochs, c.validation) == (5, 0.2) and c.lr == pytest.approx(model.config.lr / 10)
     h = tuned.history  # epochs picked on held-out kernels of the new configuration
@@ -109,6 +112,9 @@ def test_fine_tuning_adapts_a_copy_and_records_the_new_configuration():
     assert [h["start_pca"], *h["val_pca"]][h["best_epoch"] + 1] == max(
         h["start_pca"], *h["val_pca"]
     )
+    # The new configuration counts as trained on only when an epoch's weights were kept.
+    adapted = ["cpu-a"] if h["best_epoch"] == -1 else ["cpu-a", "cpu-b"]
+    assert model.trained_on == ["cpu-a"] and tuned.trained_on == adapted
 
 
 def test_validation_holds_out_kernels_or_with_few_kernels_programs_of_each():

@@ -196,20 +196,21 @@ class TorchCostModel(_Base):
         c = self.config
         self.classes = self.classes or list(data.classes)
         rows = self._rows(data, index)
-        self._note_hardware(data, rows)
         inputs = self._inputs(data, rows)
-        rows, held = _hold_out(data, rows, c.validation, c.seed)
+        train_rows, held = _hold_out(data, rows, c.validation, c.seed)
         self.history = train(
-            self.net, inputs, rows, c.loss, c.epochs, c.groups_per_batch, c.lr,
+            self.net, inputs, train_rows, c.loss, c.epochs, c.groups_per_batch, c.lr,
             c.weight_decay, c.seed, on_epoch, held,
         )  # fmt: skip
+        if self.history.get("best_epoch") != -1:  # -1: the weights it started from were kept
+            self._note_hardware(data, rows)
         return self
 
     def fine_tuned(self, data: CostData, index=None) -> TorchCostModel:
         """A copy adapted to rows ``index`` (a few records of a new CPU, say): a third of
         training's epochs (at least 5) at a tenth of the learning rate, the epoch picked on a
         fifth of the kernels held out; the starting weights are kept when no epoch beats them
-        on those."""
+        on those (and ``trained_on`` then stays as it was)."""
         tuned = copy.deepcopy(self)
         c = tuned.config
         c.epochs, c.lr, c.validation = max(5, c.epochs // 3), c.lr / 10, 0.2
