@@ -52,6 +52,15 @@ def test_kernels_keeps_whole_kernels_across_the_flops_range():
     assert kept == {"w0", "w4", "w1", "w5"}  # classes b: w0, w2, w4 and a: w1, w3, w5
 
 
+def test_exploit_fills_its_second_half_with_the_programs_predicted_fastest():
+    programs = synthetic(per_kernel=80)
+    programs.label[:] = 1 / (1 + np.exp(-2 * programs.features[:, 0]))  # learnable speed
+    random, fast = (select(programs, s, 0.3, seed=1) for s in ("subsample", "exploit"))
+    assert programs.label[fast].mean() > programs.label[random].mean() + 0.1
+    for w in np.unique(programs.workload):  # every kernel keeps its share
+        assert fast[programs.workload == w].sum() == 24
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown pruning strategy"):
         select(synthetic(), "random", 0.5)

@@ -16,7 +16,10 @@ features, and the normalized throughput on the reference configuration), determi
   each centroid (``k = keep x programs``);
 - ``uncertainty``: active learning. Half of the budget is a random start; a bootstrap ensemble
   of small XGBoost models trained on it scores the rest, and the programs they disagree on
-  most (the highest spread of predictions) fill the other half.
+  most (the highest spread of predictions) fill the other half;
+- ``exploit``: active learning as a search does it. The same random half and ensemble; then
+  each kernel's programs the ensemble predicts fastest fill its other half, so that the data
+  hold what a cost model must rank within a search: the near-best programs of each kernel.
 
 Strategies combine with ``+`` (``dedup+diversity``): each one filters what the previous kept,
 and the last one brings it to ``keep`` of the original count.
@@ -103,15 +106,12 @@ def diversity(programs: Programs, keep: float, seed: int = 0) -> np.ndarray:
     return mask
 
 
-def uncertainty(programs: Programs, keep: float, seed: int = 0, members: int = 4) -> np.ndarray:
+def _ensemble(programs: Programs, labelled: np.ndarray, rows: np.ndarray, seed: int,
+              members: int = 4) -> np.ndarray:  # fmt: skip
+    """(members, len(rows)) predictions of a bootstrap ensemble of small XGBoost models
+    trained on the ``labelled`` programs."""
     import xgboost as xgb
 
-    start = subsample(programs, keep / 2, seed)
-    labelled = start & ~np.isnan(programs.label)
-    budget = int(round(keep * len(programs))) - int(start.sum())
-    rest = np.flatnonzero(~start)
-    if budget <= 0 or labelled.sum() < 4 or not len(rest):
-        return start
     rng = np.random.default_rng(seed)
     train = np.flatnonzero(labelled)
     preds = []
@@ -121,10 +121,35 @@ def uncertainty(programs: Programs, keep: float, seed: int = 0, members: int = 4
         booster = xgb.train(
             params, xgb.DMatrix(programs.features[boot], label=programs.label[boot]), 30
         )
-        preds.append(booster.predict(xgb.DMatrix(programs.features[rest])))
-    spread = np.std(preds, axis=0)
+        preds.append(booster.predict(xgb.DMatrix(programs.features[rows])))
+    return np.asarray(preds)
+
+
+def uncertainty(programs: Programs, keep: float, seed: int = 0) -> np.ndarray:
+    start = subsample(programs, keep / 2, seed)
+    labelled = start & ~np.isnan(programs.label)
+    budget = int(round(keep * len(programs))) - int(start.sum())
+    rest = np.flatnonzero(~start)
+    if budget <= 0 or labelled.sum() < 4 or not len(rest):
+        return start
+    spread = _ensemble(programs, labelled, rest, seed).std(axis=0)
     mask = start.copy()
     mask[rest[np.argsort(-spread, kind="stable")[:budget]]] = True
+    return mask
+
+
+def exploit(programs: Programs, keep: float, seed: int = 0) -> np.ndarray:
+    start = subsample(programs, keep / 2, seed)
+    labelled = start & ~np.isnan(programs.label)
+    if labelled.sum() < 4:
+        return start
+    predicted = _ensemble(programs, labelled, np.arange(len(programs)), seed).mean(axis=0)
+    mask = start.copy()
+    for idx in _by_kernel(programs):
+        rest = idx[~mask[idx]]
+        n = max(1, int(round(keep * len(idx)))) - int(mask[idx].sum())
+        if n > 0:
+            mask[rest[np.argsort(-predicted[rest], kind="stable")[:n]]] = True
     return mask
 
 
@@ -134,6 +159,7 @@ STRATEGIES: dict[str, Strategy] = {
     "kernels": kernels,
     "diversity": diversity,
     "uncertainty": uncertainty,
+    "exploit": exploit,
 }
 
 
