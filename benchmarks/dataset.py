@@ -51,8 +51,8 @@ def cpus() -> dict[str, list[str]]:
     return out
 
 
-def full_isa(ids: list[str], threads: int = 2) -> str | None:
-    """The full-ISA id of ``threads`` threads among a CPU's ``ids``."""
+def full_isa(ids: list[str], threads: int | None = 2) -> str | None:
+    """The full-ISA id of ``threads`` threads among a CPU's ``ids`` (None: none)."""
     from transtune.dataset.store import DatasetStore
 
     hardware = DatasetStore(DATASET).hardware()

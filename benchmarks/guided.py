@@ -37,7 +37,8 @@ share of the time the stock run took to get there; means and spreads over the se
 
 Runs are kept per hardware id (``docs/results/guided/<id>/``): arms and seeds compare only on
 the configuration they ran on; the page has a section per configuration, and the summary's
-figures are one's (default: the one with the most runs).
+figures are one's (default: of those where every seed of some arm reached stock's final,
+the one with the most seeds, then runs).
 """
 
 from __future__ import annotations
@@ -286,14 +287,19 @@ def _trained_on(checkpoint: str, hardware: str) -> str:
 
 def report(hardware: str | None = None) -> None:
     """guided.md: a section per configuration with runs; the summary's figures come from
-    ``hardware``'s (default: the hardware id with the most runs), which comes first."""
+    ``hardware``'s (default: of the hardware ids with figures, where every seed of some arm
+    reached stock's final, the one with the most seeds, then runs), which comes first."""
     from transtune.targets import hardware_name
     from transtune.tuning import GUIDED_SEARCH
 
     folders = [p for p in DATA.iterdir() if p.is_dir()] if DATA.is_dir() else []
     ran = {p.name: len(list(p.glob("*.json"))) for p in folders}
-    hardware = hardware_name(hardware) if hardware else max(ran, key=lambda h: (ran[h], h),
-                                                            default="none")  # fmt: skip
+    sections = {h: _section(h) for h in ran}
+    seeds = {h: figures.get("guided.seeds", 0) for h, (_, figures, _) in sections.items()}
+    hardware = hardware_name(hardware) if hardware else max(
+        ran, key=lambda h: (seeds[h], ran[h], h), default="none")  # fmt: skip
+    if hardware not in sections:
+        sections[hardware] = _section(hardware)
     lines = [
         "# Tuning guided by the pre-trained cost model",
         "",
@@ -330,9 +336,8 @@ def report(hardware: str | None = None) -> None:
         "time.",
         "",
     ]
-    order = [hardware] + sorted(h for h in ran if h != hardware)
-    for h in order:
-        section, figures, latest = _section(h)
+    for h in [hardware] + sorted(h for h in ran if h != hardware):
+        section, figures, latest = sections[h]
         lines += section
         if h == hardware and figures:
             merge_summary("guided", figures, meta=latest)
@@ -494,7 +499,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--donors-at", help="transfer from the shipped library as of a commit")
     parser.add_argument("--epochs", type=int, default=15, help="train: epochs (as costmodel.py)")
-    parser.add_argument("--hardware", help="report: the hardware id (default: most runs)")
+    parser.add_argument("--hardware", help="report: whose figures (default: most seeds, runs)")
     args = parser.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
     unknown = set(args.arms.split(",")) - set(ARMS)

@@ -117,6 +117,25 @@ def test_fine_tuning_adapts_a_copy_and_records_the_new_configuration():
     assert model.trained_on == ["cpu-a"] and tuned.trained_on == adapted
 
 
+def test_fine_tuning_that_improves_on_validation_adds_the_new_configuration():
+    from dataclasses import replace
+
+    from transtune.costmodel import TorchConfig, TorchCostModel
+
+    data = synthetic_data(groups=12, per_group=12)
+    new = data.group >= 6
+    data = replace(data, target=np.where(new, "cpu-b", "cpu-a").astype(object))
+    latency = 1 / data.latency  # the ranking reversed: pre-training learns it backwards
+    best = np.array([latency[data.group == g].min() for g in range(12)])
+    wrong = replace(data, latency=latency, label=(best[data.group] / latency).astype(np.float32))
+    model = TorchCostModel(TorchConfig(arch="mlp", epochs=6, lr=1e-2))
+    model.fit(wrong, np.flatnonzero(~new))
+    tuned = model.fine_tuned(data, np.flatnonzero(new))
+    h = tuned.history
+    assert h["best_epoch"] >= 0 and max(h["val_pca"]) > h["start_pca"]
+    assert tuned.trained_on == ["cpu-a", "cpu-b"]
+
+
 def test_validation_holds_out_kernels_or_with_few_kernels_programs_of_each():
     from transtune.costmodel.models import _hold_out
 

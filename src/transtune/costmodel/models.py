@@ -210,7 +210,7 @@ class TorchCostModel(_Base):
         """A copy adapted to rows ``index`` (a few records of a new CPU, say): a third of
         training's epochs (at least 5) at a tenth of the learning rate, the epoch picked on a
         fifth of the kernels held out; the starting weights are kept when no epoch beats them
-        on those (and ``trained_on`` then stays as it was)."""
+        on those (and ``trained_on`` then stays as it was, as after any such ``fit``)."""
         tuned = copy.deepcopy(self)
         c = tuned.config
         c.epochs, c.lr, c.validation = max(5, c.epochs // 3), c.lr / 10, 0.2

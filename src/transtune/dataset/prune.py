@@ -130,8 +130,10 @@ def uncertainty(programs: Programs, keep: float, seed: int = 0) -> np.ndarray:
     labelled = start & ~np.isnan(programs.label)
     budget = int(round(keep * len(programs))) - int(start.sum())
     rest = np.flatnonzero(~start)
-    if budget <= 0 or labelled.sum() < 4 or not len(rest):
+    if budget <= 0 or not len(rest):
         return start
+    if labelled.sum() < 4:  # too few measured to learn from: a random draw of the whole share
+        return subsample(programs, keep, seed)
     spread = _ensemble(programs, labelled, rest, seed).std(axis=0)
     mask = start.copy()
     mask[rest[np.argsort(-spread, kind="stable")[:budget]]] = True
@@ -141,15 +143,17 @@ def uncertainty(programs: Programs, keep: float, seed: int = 0) -> np.ndarray:
 def exploit(programs: Programs, keep: float, seed: int = 0) -> np.ndarray:
     start = subsample(programs, keep / 2, seed)
     labelled = start & ~np.isnan(programs.label)
-    if labelled.sum() < 4:
-        return start
-    predicted = _ensemble(programs, labelled, np.arange(len(programs)), seed).mean(axis=0)
+    if labelled.sum() < 4:  # too few measured to learn from: a random draw of the whole share
+        return subsample(programs, keep, seed)
+    rest = np.flatnonzero(~start)
+    predicted = np.full(len(programs), -np.inf)
+    predicted[rest] = _ensemble(programs, labelled, rest, seed).mean(axis=0)
     mask = start.copy()
     for idx in _by_kernel(programs):
-        rest = idx[~mask[idx]]
         n = max(1, int(round(keep * len(idx)))) - int(mask[idx].sum())
+        todo = idx[~mask[idx]]
         if n > 0:
-            mask[rest[np.argsort(-predicted[rest], kind="stable")[:n]]] = True
+            mask[todo[np.argsort(-predicted[todo], kind="stable")[:n]]] = True
     return mask
 
 
